@@ -1,0 +1,47 @@
+"""Typed errors and the stable exit codes they map to.
+
+Library code raises these; only the CLI turns them into an exit code and a one-line message.
+A usage or configuration error must never be read as a regression, so each class carries its
+own code (see ``ExitCode``).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Documented, stable process exit codes (README, "Exit codes")."""
+
+    OK = 0
+    REGRESSION = 1
+    USAGE = 2
+    INFRASTRUCTURE = 3
+    INCONCLUSIVE = 4
+
+
+class PerfgateError(Exception):
+    """Base class: a problem perfgate can explain in one line, with the fix."""
+
+    exit_code: ExitCode = ExitCode.INFRASTRUCTURE
+
+    def __init__(self, problem: str, fix: str | None = None) -> None:
+        self.problem = problem
+        self.fix = fix
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        """The message the CLI prints: the problem, then the fix."""
+        return f"{self.problem} — {self.fix}" if self.fix else self.problem
+
+
+class UsageError(PerfgateError):
+    """Bad input: unknown workload, malformed config, a factory breaking the protocol, …"""
+
+    exit_code = ExitCode.USAGE
+
+
+class InfrastructureError(PerfgateError):
+    """The machine or a service failed us: no result could be produced or stored."""
+
+    exit_code = ExitCode.INFRASTRUCTURE
