@@ -1,0 +1,1 @@
+"""An example team's training code, benchmarked through perfgate's workload protocol."""

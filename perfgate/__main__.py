@@ -1,0 +1,5 @@
+"""``python -m perfgate`` runs the CLI."""
+
+from perfgate.cli import main
+
+main()

@@ -1,0 +1,199 @@
+"""The ``perfgate`` command line: parse, call the library, print, exit. Nothing else.
+
+Exit codes (stable, documented in the README): 0 pass · 1 regression · 2 usage or config error ·
+3 infrastructure error (a workload crashed, the database is unreachable) · 4 inconclusive.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+import typer
+from rich.console import Console
+
+from perfgate.config import load_config
+from perfgate.errors import ExitCode, PerfgateError
+
+if TYPE_CHECKING:
+    from perfgate.run import RunOutcome
+    from perfgate.runner.plan import Selection
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="perfgate: the performance gate for ML training in CI.",
+)
+# Not a terminal (CI logs, pipes): wide enough for the summary table instead of rich's 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 160)
+errors = Console(stderr=True)
+T = TypeVar("T")
+
+CONFIG_OPTION = typer.Option(
+    None, "--config", help="perfgate.toml or pyproject.toml (default: nearest one upwards)"
+)
+
+
+def _guarded(action: Callable[[], T]) -> T:
+    """Run ``action``; a perfgate error becomes one line on stderr and its exit code."""
+    try:
+        return action()
+    except PerfgateError as exc:
+        errors.print(f"[bold red]error:[/bold red] {exc.one_line()}", highlight=False)
+        raise typer.Exit(int(exc.exit_code)) from None
+    except KeyboardInterrupt:
+        errors.print("interrupted")
+        raise typer.Exit(130) from None
+
+
+@app.command()
+def run(
+    suite: str | None = typer.Option(None, help="suite to run: smoke, full, or one from config"),
+    workload: list[str] = typer.Option(
+        [], "--workload", "-w", help="workload (repeatable; NAME or NAME@preset); overrides --suite"
+    ),
+    preset: str | None = typer.Option(None, help="preset for every selected workload"),
+    repeats: int | None = typer.Option(None, help="fresh processes per workload"),
+    steps: int | None = typer.Option(None, help="measured steps per repeat"),
+    warmup: int | None = typer.Option(None, help="discarded warm-up steps per repeat (>= 1)"),
+    device: str | None = typer.Option(None, help="cpu, cuda or auto (default: config, else auto)"),
+    knob: list[str] = typer.Option(
+        [], "--knob", "-k", help="KEY=VALUE or WORKLOAD.KEY=VALUE (repeatable)"
+    ),
+    timeout: float | None = typer.Option(None, help="seconds allowed per repeat process"),
+    threads: int | None = typer.Option(None, help="intra-op CPU threads (default: physical cores)"),
+    seed: int | None = typer.Option(None, help="seed for weights and synthetic data"),
+    shard: str | None = typer.Option(None, help="run shard i/n of the selected workloads"),
+    trigger: str | None = typer.Option(None, help="pr, nightly or manual (default: from CI)"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="result document path"),
+    no_store: bool = typer.Option(False, "--no-store", help="write the document only, no database"),
+    config: Path | None = CONFIG_OPTION,
+) -> None:
+    """Run workloads, write a result document, and store it (unless --no-store)."""
+    from perfgate.runner.plan import Selection
+
+    selection = Selection(
+        suite=suite,
+        workloads=workload,
+        preset=preset,
+        knobs=knob,
+        repeats=repeats,
+        steps=steps,
+        warmup=warmup,
+        timeout_s=timeout,
+        threads=threads,
+        seed=seed,
+        shard=shard,
+    )
+    outcome = _guarded(lambda: _measure(config, selection, device, out, not no_store, trigger))
+    from perfgate.report.run_summary import failure_lines, summary_table
+
+    console.print(summary_table(outcome.result))
+    console.print(f"result: {outcome.path}", highlight=False)
+    if outcome.stored_in:
+        console.print(f"stored in {outcome.stored_in}", highlight=False)
+    failures = failure_lines(outcome.result)
+    for line in failures:
+        errors.print(line, highlight=False, markup=False)
+    if failures:
+        raise typer.Exit(int(ExitCode.INFRASTRUCTURE))
+
+
+def _measure(
+    config_path: Path | None,
+    selection: Selection,
+    device: str | None,
+    out: Path | None,
+    store: bool,
+    trigger: str | None,
+) -> RunOutcome:
+    from perfgate.cli_progress import RunProgress
+    from perfgate.run import execute_run
+
+    config = load_config(config_path)
+    with RunProgress(console) as progress:
+        return execute_run(
+            config,
+            selection,
+            device=device or config.device,
+            out=out,
+            store=store,
+            trigger=trigger,
+            observer=progress,
+        )
+
+
+@app.command()
+def doctor() -> None:
+    """What this machine can measure (GPU, NVML, clocks, torch build) and what it can't."""
+    from rich.table import Table
+
+    from perfgate.doctor import diagnose_machine
+
+    table = Table(title="perfgate doctor", title_justify="left")
+    table.add_column("capability")
+    table.add_column("status")
+    table.add_column("detail")
+    for capability in diagnose_machine():
+        mark = {True: "[green]yes[/green]", False: "[red]no[/red]", None: "[yellow]n/a[/yellow]"}
+        table.add_row(capability.name, mark[capability.ok], capability.detail)
+    console.print(table)
+
+
+@app.command()
+def workloads(config: Path | None = CONFIG_OPTION) -> None:
+    """List the workloads (built-in and configured), their presets and knobs."""
+    from rich.table import Table
+
+    from perfgate.runner.plan import available_workloads
+
+    definitions = _guarded(lambda: available_workloads(load_config(config)))
+    table = Table(title="workloads", title_justify="left")
+    for header in ("name", "kind", "presets", "knobs (default)", "description"):
+        table.add_column(header)
+    for name, definition in sorted(definitions.items()):
+        knobs = ", ".join(
+            f"{k}={definition.default_knobs.get(k, spec.default)}"
+            for k, spec in sorted(definition.knobs.items())
+        )
+        table.add_row(
+            name, definition.kind, ", ".join(definition.presets), knobs, definition.description
+        )
+    console.print(table)
+
+
+@app.command()
+def ingest(
+    files: list[Path] = typer.Argument(..., help="result documents to store"),
+    config: Path | None = CONFIG_OPTION,
+) -> None:
+    """Store result documents in the database (idempotent: a run is stored once)."""
+    for line in _guarded(lambda: _ingest(files, config)):
+        console.print(line, highlight=False)
+
+
+def _ingest(files: list[Path], config_path: Path | None) -> list[str]:
+    from perfgate.result import load_result
+    from perfgate.store.engine import masked_url
+    from perfgate.store.ingest import store_run
+
+    config = load_config(config_path)
+    results = [(path, load_result(path)) for path in files]  # all valid before any is stored
+    lines = []
+    for path, result in results:
+        stored = store_run(config.database_url, result, config.root)
+        verb = "stored" if stored else "already stored"
+        lines.append(f"{path}: run {result.run_id} {verb} in {masked_url(config.database_url)}")
+    return lines
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="perfgate")
+
+
+if __name__ == "__main__":
+    main()

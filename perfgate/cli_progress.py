@@ -1,0 +1,63 @@
+"""A live progress bar for ``perfgate run`` (rich), fed by the orchestrator's callbacks."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from perfgate.result import WorkloadResult
+from perfgate.runner.plan import PlannedWorkload
+
+
+class RunProgress:
+    """One bar per workload, advanced per repeat; implements ``RunObserver``."""
+
+    def __init__(self, console: Console) -> None:
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("repeats"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self._tasks: dict[str, TaskID] = {}
+
+    def __enter__(self) -> RunProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self._progress.stop()
+
+    def workload_started(self, planned: PlannedWorkload, repeats: int) -> None:
+        name = planned.definition.name
+        self._tasks[name] = self._progress.add_task(f"{name}@{planned.preset}", total=repeats)
+
+    def repeat_finished(self, planned: PlannedWorkload, index: int, status: str) -> None:
+        task = self._tasks[planned.definition.name]
+        if status != "ok":
+            self._progress.update(
+                task, description=f"{planned.definition.name} [red]{status}[/red]"
+            )
+        self._progress.advance(task)
+
+    def workload_finished(self, result: WorkloadResult) -> None:
+        task = self._tasks[result.name]
+        if result.status != "ok":  # stopped early: show the bar as finished, with its status
+            self._progress.update(task, total=len(result.repeats))

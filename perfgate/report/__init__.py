@@ -1,0 +1,1 @@
+"""Rendering: turns result and verdict documents into tables and pages. Never prints."""

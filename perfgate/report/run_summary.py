@@ -1,0 +1,93 @@
+"""The run summary table: one row per workload, the numbers a reader checks first."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from perfgate.result import RunResult, WorkloadResult
+
+
+def summary_table(result: RunResult) -> Table:
+    """A rich table of every workload's headline numbers (the CLI prints it)."""
+    table = Table(title=f"perfgate run {result.run_id[:8]} · {result.device}", title_justify="left")
+    for header in (
+        "workload",
+        "preset",
+        "status",
+        "step (median)",
+        "cv",
+        "throughput",
+        "TFLOP/s",
+        "MFU",
+        "peak mem",
+        "loss",
+    ):
+        left = header in {"workload", "preset", "status"}
+        table.add_column(header, justify="left" if left else "right")
+    for workload in result.workloads:
+        table.add_row(*workload_row(workload))
+    return table
+
+
+def workload_row(workload: WorkloadResult) -> list[str]:
+    """Formatted cells for one workload; failures show their error's first line."""
+    summary = workload.summary
+    status = workload.status if workload.status == "ok" else f"[red]{workload.status}[/red]"
+    if summary is None or summary.median_step_s is None:
+        first_line = (workload.error or "").splitlines()[0][:60] if workload.error else ""
+        return [workload.name, workload.preset, status, first_line, "", "", "", "", "", ""]
+    throughput = (
+        f"{summary.tokens_per_s:,.0f} tok/s"
+        if summary.tokens_per_s
+        else f"{summary.samples_per_s:,.1f} samples/s"
+        if summary.samples_per_s
+        else "—"
+    )
+    return [
+        workload.name,
+        workload.preset,
+        status,
+        format_seconds(summary.median_step_s),
+        f"{summary.between_repeat_cv:.1%}" if summary.between_repeat_cv is not None else "—",
+        throughput,
+        f"{summary.tflops:.3f}" if summary.tflops is not None else "—",
+        f"{summary.mfu:.1%}" if summary.mfu is not None else "—",
+        format_bytes(summary.peak_memory_bytes),
+        f"{summary.final_loss:.4f}" if summary.final_loss is not None else "—",
+    ]
+
+
+def format_seconds(value: float) -> str:
+    """Seconds with a unit that keeps three significant digits readable."""
+    if value >= 1:
+        return f"{value:.3f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:.2f} ms"
+    return f"{value * 1e6:.1f} µs"
+
+
+def format_bytes(value: int | None) -> str:
+    """Binary-prefixed bytes, or a dash when unknown."""
+    if value is None:
+        return "—"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
+
+
+def failure_lines(result: RunResult) -> list[str]:
+    """One line per failed workload: its status and the line of its error that says most.
+
+    For an exception that is the last line (``Type: message``); for a crash or timeout, the first.
+    """
+    lines = []
+    for workload in result.workloads:
+        if workload.status == "ok":
+            continue
+        text = (workload.error or "").strip().splitlines() or [""]
+        detail = text[-1] if workload.status == "error" else text[0]
+        lines.append(f"{workload.name}: {workload.status} — {detail}")
+    return lines

@@ -1,0 +1,295 @@
+"""The result document: the one contract between runner, store, compare, advisor and report.
+
+One JSON file per ``perfgate run``. It holds every raw per-step sample, the telemetry, the
+environment fingerprint and the source revision, so any later stage can recompute what it needs
+without going back to the machine that measured it.
+
+Format history (``SCHEMA_VERSION``):
+
+- 1 (perfgate 0.1, 2026-11): first version.
+
+Readers call :func:`load_result`, which validates against ``schema/result-v1.json`` and refuses
+documents from a newer perfgate with a clear error, instead of misreading them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from perfgate.errors import InfrastructureError, UsageError
+
+SCHEMA_NAME = "perfgate.result"
+SCHEMA_VERSION = 1
+
+RepeatStatus = Literal["ok", "error", "crashed", "timeout"]
+WorkloadStatus = Literal["ok", "error", "crashed", "timeout", "skipped"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepeatResult:
+    """One repeat: one fresh worker process, the statistical unit of every later comparison."""
+
+    index: int
+    status: RepeatStatus
+    error: str | None = None
+    """Error text (exception and the end of its traceback, signal name, or timeout)."""
+    exit_code: int | None = None
+    wall_s: float = 0.0
+    """Wall time of the whole worker process, import and set-up included."""
+    timer: Literal["perf_counter", "cuda_event"] | None = None
+    threads: int | None = None
+    """Intra-op threads the worker pinned with ``torch.set_num_threads``."""
+    first_step_s: float | None = None
+    """The very first step (compile, autotune, allocator growth): reported, never compared."""
+    warmup_times_s: list[float] = field(default_factory=list)
+    step_times_s: list[float] = field(default_factory=list)
+    """Measured steps after the fixed warm-up, in order."""
+    steady_start: int = 0
+    """Index into ``step_times_s`` of the first step judged steady (earlier ones are excluded)."""
+    losses: list[float] = field(default_factory=list)
+    """Loss of every step, warm-up included, in order."""
+    dataloader_wait_s: list[float] = field(default_factory=list)
+    """Host time spent in ``next(batches)`` for each measured step."""
+    epoch_restarts: int = 0
+    peak_memory: dict[str, int | None] = field(default_factory=dict)
+    """``rss_bytes`` (CPU), ``cuda_allocated_bytes`` and ``cuda_reserved_bytes`` (GPU)."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """Unix times of ``start``, ``measure_start`` and ``measure_end`` (aligns telemetry)."""
+    telemetry: dict[str, Any] | None = None
+    """Columnar samples from the parent-side sampler (see ``perfgate.telemetry.sampler``)."""
+    telemetry_summary: dict[str, Any] | None = None
+    """Telemetry restricted to the measured window."""
+    stderr_tail: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlopCount:
+    """FLOPs of one training step and where the number came from."""
+
+    counted_per_step: int | None
+    """``torch.utils.flop_counter.FlopCounterMode`` over one eager step, outside timing."""
+    analytic_per_step: float | None = None
+    analytic_formula: str | None = None
+    used: Literal["counted", "analytic"] | None = None
+    """Which figure TFLOP/s and MFU are computed from."""
+    by_operator: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadSummary:
+    """Headline numbers of one workload, computed from the steady steps of the ok repeats."""
+
+    ok_repeats: int
+    median_step_s: float | None = None
+    """Median over repeats of each repeat's median steady step time."""
+    repeat_medians_s: list[float] = field(default_factory=list)
+    between_repeat_cv: float | None = None
+    """Coefficient of variation of the repeat medians: the noise that matters for a verdict."""
+    samples_per_s: float | None = None
+    tokens_per_s: float | None = None
+    tflops: float | None = None
+    mfu: float | None = None
+    mfu_reason: str | None = None
+    """Why MFU is null (unknown GPU, CPU run, no FLOP count); null when MFU is set."""
+    peak_tflops: float | None = None
+    peak_memory_bytes: int | None = None
+    first_step_s: float | None = None
+    dataloader_wait_share: float | None = None
+    """Median fraction of step time spent waiting for the next batch."""
+    final_loss: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadResult:
+    """Everything measured for one workload in one run."""
+
+    name: str
+    version: int
+    kind: Literal["builtin", "user"]
+    factory: str
+    preset: str
+    definition_hash: str
+    knobs: dict[str, Any]
+    params: dict[str, Any]
+    device: str
+    status: WorkloadStatus
+    error: str | None = None
+    samples_per_step: int | None = None
+    tokens_per_step: int | None = None
+    compute_dtype: str | None = None
+    flops: FlopCount | None = None
+    setup_info: dict[str, Any] = field(default_factory=dict)
+    repeats: list[RepeatResult] = field(default_factory=list)
+    summary: WorkloadSummary | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSettings:
+    """How the run was asked to measure."""
+
+    repeats: int
+    steps: int
+    warmup: int
+    timeout_s: float
+    threads: int | None
+    seed: int
+    shard: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceInfo:
+    """The revision of the code under test (git, or GitHub Actions' variables)."""
+
+    commit: str | None = None
+    branch: str | None = None
+    dirty: bool | None = None
+    repository: str | None = None
+    pr_number: int | None = None
+    trigger: Literal["pr", "nightly", "manual"] = "manual"
+    ci: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult:
+    """One ``perfgate run``: the top of the result document."""
+
+    run_id: str
+    perfgate_version: str
+    started_at: str
+    finished_at: str
+    suite: str | None
+    device: str
+    settings: RunSettings
+    source: SourceInfo
+    environment: dict[str, Any]
+    workloads: list[WorkloadResult]
+    schema: str = SCHEMA_NAME
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def status(self) -> Literal["ok", "partial", "failed"]:
+        """``ok`` when every workload succeeded, ``failed`` when none did."""
+        ok = sum(1 for w in self.workloads if w.status == "ok")
+        if ok == len(self.workloads):
+            return "ok"
+        return "failed" if ok == 0 else "partial"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the on-disk form), with the derived ``status`` included."""
+        data = asdict(self)
+        data["status"] = self.status
+        return data
+
+
+@cache
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of the current document version, shipped inside the package."""
+    text = resources.files("perfgate").joinpath("schema/result-v1.json").read_text()
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def validate_document(data: Any, origin: str = "result document") -> None:
+    """Check ``data`` against the schema; a clear one-line UsageError when it does not fit."""
+    import jsonschema
+
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA_NAME:
+        raise UsageError(
+            f"{origin} is not a perfgate result document", "pass a file from perfgate run"
+        )
+    version = data.get("schema_version")
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        raise UsageError(
+            f"{origin} has schema version {version}, newer than this perfgate ({SCHEMA_VERSION})",
+            "upgrade perfgate to read it",
+        )
+    try:
+        jsonschema.validate(data, json_schema())
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
+        raise UsageError(
+            f"{origin} does not match the result schema at {where}: {exc.message}",
+            "regenerate it with perfgate run",
+        ) from None
+
+
+def load_result(path: Path) -> RunResult:
+    """Read and validate a result document from disk."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"result file {path} does not exist", "check the path") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(
+            f"{path} is not valid JSON ({exc})", "pass a file from perfgate run"
+        ) from None
+    validate_document(data, origin=str(path))
+    return result_from_dict(data)
+
+
+def result_from_dict(data: dict[str, Any]) -> RunResult:
+    """Rebuild the typed model from a validated document."""
+    workloads = [_workload_from_dict(w) for w in data["workloads"]]
+    return RunResult(
+        run_id=data["run_id"],
+        perfgate_version=data["perfgate_version"],
+        started_at=data["started_at"],
+        finished_at=data["finished_at"],
+        suite=data["suite"],
+        device=data["device"],
+        settings=RunSettings(**data["settings"]),
+        source=SourceInfo(**data["source"]),
+        environment=data["environment"],
+        workloads=workloads,
+        schema_version=data["schema_version"],
+    )
+
+
+def _workload_from_dict(data: dict[str, Any]) -> WorkloadResult:
+    fields = dict(data)
+    fields["repeats"] = [RepeatResult(**r) for r in data["repeats"]]
+    fields["flops"] = FlopCount(**data["flops"]) if data.get("flops") else None
+    fields["summary"] = WorkloadSummary(**data["summary"]) if data.get("summary") else None
+    return WorkloadResult(**fields)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON via a temporary file in the same folder, fsync, then rename.
+
+    A reader (or a crash) never sees a half-written file: either the old content or the new.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write {path}: {exc.strerror or exc}", "choose a writable --out path"
+        ) from None
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(data, handle, indent=1, sort_keys=True, allow_nan=False)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+
+
+def write_result(path: Path, result: RunResult) -> None:
+    """Validate, then write the document atomically; refuses to write an invalid document."""
+    data = result.to_dict()
+    try:
+        validate_document(data, origin="the new result document")
+    except UsageError as exc:  # a bug in perfgate, not the user's input
+        raise InfrastructureError(exc.problem, "please report this as a perfgate bug") from None
+    write_json_atomic(path, data)

@@ -1,0 +1,140 @@
+"""``perfgate run`` as a library call: plan, measure, write the document, store it.
+
+The result document is written (atomically) before anything touches the database, so a failure
+of a later step — an unreachable database, a crash while storing — never loses a measurement.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from perfgate import __version__
+from perfgate.config import Config
+from perfgate.errors import InfrastructureError, UsageError
+from perfgate.result import RunResult, RunSettings, write_result
+from perfgate.runner.orchestrator import RunObserver, run_workloads
+from perfgate.runner.plan import PlannedWorkload, Selection, make_plan
+from perfgate.runner.source import collect_source
+from perfgate.telemetry.fingerprint import collect_fingerprint
+from perfgate.telemetry.host import default_thread_count
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOutcome:
+    """What ``perfgate run`` produced and where it went."""
+
+    result: RunResult
+    path: Path
+    stored_in: str | None
+    """The database URL (password masked) the run was stored in; None with ``--no-store``."""
+
+
+def resolve_device(requested: str) -> str:
+    """``auto`` picks CUDA when torch sees a GPU; ``cuda`` without one is a usage error."""
+    if requested not in {"auto", "cpu", "cuda"}:
+        raise UsageError(f"unknown device {requested!r}", "use cpu, cuda or auto")
+    if requested == "cpu":
+        return "cpu"
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if requested == "cuda":
+        raise UsageError(
+            "--device cuda was requested but torch sees no CUDA GPU "
+            f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'})",
+            "run on a GPU machine with a CUDA build of torch, or use --device cpu",
+        )
+    return "cpu"
+
+
+def default_output_path(root: Path, run_id: str) -> Path:
+    """``.perfgate/results/<UTC time>-<run id prefix>.json`` under the project root."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return root / ".perfgate" / "results" / f"{stamp}-{run_id[:8]}.json"
+
+
+def check_writable(path: Path) -> None:
+    """Fail before measuring, not after, when the result could not be written."""
+    if path.is_dir():
+        raise UsageError(f"--out {path} is a directory", "give a file path, e.g. result.json")
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".perfgate-probe-"):
+            pass
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write the result to {path}: {exc.strerror or exc}",
+            "choose a writable --out path",
+        ) from None
+
+
+def prepare(config: Config, selection: Selection) -> tuple[list[PlannedWorkload], RunSettings]:
+    """The plan and settings, threads pinned to the physical cores unless configured."""
+    if selection.threads is None and config.threads is None:
+        selection = replace(selection, threads=default_thread_count())
+    return make_plan(config, selection)
+
+
+def execute_run(
+    config: Config,
+    selection: Selection,
+    *,
+    device: str,
+    out: Path | None,
+    store: bool,
+    trigger: str | None = None,
+    observer: RunObserver | None = None,
+) -> RunOutcome:
+    """Measure the selection, write the document, and store it unless ``store`` is false."""
+    if trigger not in (None, "pr", "nightly", "manual"):
+        raise UsageError(f"unknown trigger {trigger!r}", "use pr, nightly or manual")
+    plan, settings = prepare(config, selection)
+    device = resolve_device(device)
+    run_id = str(uuid.uuid4())
+    path = out or default_output_path(config.root, run_id)
+    check_writable(path)
+    environment = collect_fingerprint(device, settings.threads)
+    started = _now()
+    workloads = run_workloads(plan, settings, device, environment, observer)
+    result = RunResult(
+        run_id=run_id,
+        perfgate_version=__version__,
+        started_at=started,
+        finished_at=_now(),
+        suite=None if selection.workloads else (selection.suite or config.suite),
+        device=device,
+        settings=settings,
+        source=collect_source(config.root, os.environ, trigger),
+        environment=environment,
+        workloads=workloads,
+    )
+    write_result(path, result)
+    stored_in = _store(config, result, path) if store else None
+    return RunOutcome(result=result, path=path, stored_in=stored_in)
+
+
+def _store(config: Config, result: RunResult, path: Path) -> str:
+    """Store the run; the document stays on disk whatever happens here."""
+    from perfgate.store.engine import StoreUnavailable, masked_url
+    from perfgate.store.ingest import store_run
+
+    try:
+        store_run(config.database_url, result, root=config.root)
+    except StoreUnavailable as exc:
+        raise InfrastructureError(
+            f"result kept at {path}, but the database {masked_url(config.database_url)} "
+            f"could not store it ({exc})",
+            f"run `perfgate ingest {path}` once the database is reachable",
+        ) from None
+    return masked_url(config.database_url)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

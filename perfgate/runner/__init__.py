@@ -1,0 +1,1 @@
+"""The runner: worker processes, timing, FLOP counting and orchestration."""

@@ -1,0 +1,191 @@
+"""Runs every planned workload, repeat by repeat, each repeat in a fresh process.
+
+Between-process variance is usually larger than within-process variance, so each repeat is a new
+process and the repeat is the statistical unit. A failed repeat ends its workload (the failure
+is recorded with its text; retrying a deterministic exception or a hang only multiplies the
+wait) and the next workload runs.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from perfgate.result import RepeatResult, RunSettings, WorkloadResult
+from perfgate.runner.plan import PlannedWorkload
+from perfgate.runner.process import RepeatProcessResult, run_worker
+from perfgate.runner.summary import choose_flops, summarize_workload
+from perfgate.telemetry.sampler import summarize as summarize_telemetry
+
+SAMPLE_INTERVAL_S = 0.25
+
+
+class RunObserver(Protocol):
+    """Progress callbacks (the CLI draws a progress bar from them)."""
+
+    def workload_started(self, planned: PlannedWorkload, repeats: int) -> None: ...
+
+    def repeat_finished(self, planned: PlannedWorkload, index: int, status: str) -> None: ...
+
+    def workload_finished(self, result: WorkloadResult) -> None: ...
+
+
+def run_workloads(
+    plan: Sequence[PlannedWorkload],
+    settings: RunSettings,
+    device: str,
+    environment: dict[str, Any],
+    observer: RunObserver | None = None,
+) -> list[WorkloadResult]:
+    """Measure each planned workload; failures are recorded, never raised (bad input is).
+
+    ``environment`` is the run's fingerprint: it names the GPU (for MFU) and its NVML index
+    (for the telemetry sampler).
+    """
+    gpu = environment.get("gpu") or {}
+    results = []
+    with tempfile.TemporaryDirectory(prefix="perfgate-run-") as scratch:
+        for planned in plan:
+            if observer:
+                observer.workload_started(planned, settings.repeats)
+            result = _run_workload(planned, settings, device, gpu, Path(scratch), observer)
+            if observer:
+                observer.workload_finished(result)
+            results.append(result)
+    return results
+
+
+def _run_workload(
+    planned: PlannedWorkload,
+    settings: RunSettings,
+    device: str,
+    gpu: dict[str, Any],
+    scratch: Path,
+    observer: RunObserver | None,
+) -> WorkloadResult:
+    repeats: list[RepeatResult] = []
+    first: dict[str, Any] = {}
+    label = re.sub(r"[^A-Za-z0-9_.-]", "_", planned.definition.name)
+    for index in range(settings.repeats):
+        outcome = run_worker(
+            worker_spec(planned, settings, device, count_flops=index == 0),
+            scratch,
+            f"{label}-{index}",
+            settings.timeout_s,
+            gpu.get("nvml_index") if device == "cuda" else None,
+            SAMPLE_INTERVAL_S,
+        )
+        repeats.append(_repeat_result(index, outcome))
+        if observer:
+            observer.repeat_finished(planned, index, outcome.status)
+        if outcome.status != "ok":
+            break
+        first = first or outcome.document
+    gpu_name = gpu.get("model") or first.get("setup_info", {}).get("cuda_device_name")
+    return _workload_result(planned, device, gpu_name, repeats, first)
+
+
+def worker_spec(
+    planned: PlannedWorkload, settings: RunSettings, device: str, count_flops: bool
+) -> dict[str, Any]:
+    """The JSON spec one worker process receives."""
+    definition = planned.definition
+    return {
+        "name": definition.name,
+        "factory": definition.factory,
+        "python_path": list(definition.python_path),
+        "preset": planned.preset,
+        "params": dict(planned.params),
+        "knobs": dict(planned.knobs),
+        "device": device,
+        "seed": settings.seed,
+        "threads": settings.threads,
+        "warmup": settings.warmup,
+        "steps": settings.steps,
+        "count_flops": count_flops,
+    }
+
+
+def _repeat_result(index: int, outcome: RepeatProcessResult) -> RepeatResult:
+    doc = outcome.document if outcome.status == "ok" else {}
+    phases = doc.get("phases", {})
+    summary = summarize_telemetry(
+        outcome.telemetry, phases.get("measure_start"), phases.get("measure_end")
+    )
+    return RepeatResult(
+        index=index,
+        status=outcome.status,  # type: ignore[arg-type]
+        error=outcome.error,
+        exit_code=outcome.exit_code,
+        wall_s=outcome.wall_s,
+        timer=doc.get("timer"),
+        threads=doc.get("threads"),
+        first_step_s=doc.get("first_step_s"),
+        warmup_times_s=doc.get("warmup_times_s", []),
+        step_times_s=doc.get("step_times_s", []),
+        steady_start=doc.get("steady_start", 0),
+        losses=doc.get("losses", []),
+        dataloader_wait_s=doc.get("dataloader_wait_s", []),
+        epoch_restarts=doc.get("epoch_restarts", 0),
+        peak_memory=doc.get("peak_memory", {}),
+        phases=phases,
+        telemetry=outcome.telemetry,
+        telemetry_summary=summary,
+        stderr_tail=outcome.stderr_tail if outcome.status != "ok" else None,
+    )
+
+
+def _workload_result(
+    planned: PlannedWorkload,
+    device: str,
+    gpu_name: str | None,
+    repeats: list[RepeatResult],
+    first: dict[str, Any],
+) -> WorkloadResult:
+    failed = next((r for r in repeats if r.status != "ok"), None)
+    counted = first.get("flops") or {}
+    flops = (
+        choose_flops(
+            counted.get("counted_per_step"),
+            first.get("analytic_flops_per_step"),
+            first.get("analytic_formula"),
+            counted.get("by_operator", {}),
+        )
+        if first
+        else None
+    )
+    samples = first.get("samples_per_step")
+    tokens = first.get("tokens_per_step")
+    dtype = first.get("compute_dtype")
+    definition = planned.definition
+    return WorkloadResult(
+        name=definition.name,
+        version=definition.version,
+        kind=definition.kind,
+        factory=definition.factory,
+        preset=planned.preset,
+        definition_hash=planned.definition_hash,
+        knobs={**planned.knobs, **first.get("applied_knobs", {})},
+        params=dict(planned.params),
+        device=device,
+        status=failed.status if failed else "ok",
+        error=f"repeat {failed.index}: {failed.error}" if failed else None,
+        samples_per_step=samples,
+        tokens_per_step=tokens,
+        compute_dtype=dtype,
+        flops=flops,
+        setup_info=first.get("setup_info", {}),
+        repeats=repeats,
+        summary=summarize_workload(
+            repeats,
+            samples_per_step=samples,
+            tokens_per_step=tokens,
+            flops=flops,
+            compute_dtype=dtype,
+            device=device,
+            gpu_name=gpu_name,
+        ),
+    )

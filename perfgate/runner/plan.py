@@ -1,0 +1,227 @@
+"""The run plan: which workloads, at which preset, with which knobs and settings.
+
+Everything that can be checked before a process starts is checked here — unknown workloads,
+presets and knobs, an unimportable user factory, a bad shard — so bad input fails in a second
+with exit code 2 instead of after minutes of measuring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from perfgate.config import Config
+from perfgate.errors import UsageError
+from perfgate.result import RunSettings
+from perfgate.workloads.builtin import BUILTIN_WORKLOADS, SUITES
+from perfgate.workloads.definition import WorkloadDefinition
+from perfgate.workloads.knobs import parse_knob_assignments, resolve_knobs
+from perfgate.workloads.protocol import KnobValue
+from perfgate.workloads.user import user_definition
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannedWorkload:
+    """One workload to measure, fully resolved."""
+
+    definition: WorkloadDefinition
+    preset: str
+    params: Mapping[str, Any]
+    knobs: Mapping[str, KnobValue]
+    definition_hash: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Defaults:
+    """Measurement defaults for a preset family (CLI and config override them)."""
+
+    repeats: int
+    steps: int
+    warmup: int
+    timeout_s: float
+
+
+SMOKE_DEFAULTS = Defaults(repeats=3, steps=12, warmup=3, timeout_s=180.0)
+FULL_DEFAULTS = Defaults(repeats=5, steps=50, warmup=10, timeout_s=900.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Selection:
+    """What the user asked for on the command line."""
+
+    suite: str | None = None
+    workloads: Sequence[str] = ()
+    preset: str | None = None
+    knobs: Sequence[str] = ()
+    repeats: int | None = None
+    steps: int | None = None
+    warmup: int | None = None
+    timeout_s: float | None = None
+    threads: int | None = None
+    seed: int | None = None
+    shard: str | None = None
+
+
+def available_workloads(config: Config) -> dict[str, WorkloadDefinition]:
+    """Built-in workloads plus the configured user workloads (a user name may not shadow one)."""
+    clashes = sorted(set(config.workloads) & set(BUILTIN_WORKLOADS))
+    if clashes:
+        raise UsageError(
+            f"user workload {', '.join(clashes)} has the name of a built-in workload",
+            "rename it in [tool.perfgate.workloads]",
+        )
+    user = {name: user_definition(spec, config.root) for name, spec in config.workloads.items()}
+    return {**BUILTIN_WORKLOADS, **user}
+
+
+def make_plan(config: Config, selection: Selection) -> tuple[list[PlannedWorkload], RunSettings]:
+    """Resolve the selection against the configuration into workloads and settings."""
+    definitions = available_workloads(config)
+    requested = _requested(config, selection, definitions)
+    requested = _shard(requested, selection.shard)
+    knob_sets = parse_knob_assignments(selection.knobs)
+    _check_knob_scopes(knob_sets, requested, definitions)
+    planned = []
+    for name, preset in requested:
+        definition = definitions[name]
+        overrides = {**definition.default_knobs}
+        for scope in ("*", name):
+            for key, value in knob_sets.get(scope, {}).items():
+                if scope == name or key in definition.knobs:
+                    overrides[key] = value
+        knobs = resolve_knobs(name, definition.knobs, overrides)
+        planned.append(
+            PlannedWorkload(
+                definition=definition,
+                preset=preset,
+                params=definition.preset_params(preset),
+                knobs=knobs,
+                definition_hash=definition.definition_hash(preset, knobs),
+            )
+        )
+    return planned, _settings(config, selection, planned)
+
+
+def _requested(
+    config: Config, selection: Selection, definitions: Mapping[str, WorkloadDefinition]
+) -> list[tuple[str, str]]:
+    if selection.workloads:
+        entries = list(selection.workloads)
+    else:
+        suite = selection.suite or config.suite
+        if suite in config.suites:
+            entries = list(config.suites[suite])
+        elif suite in SUITES:
+            entries = [f"{name}@{preset}" for name, preset in SUITES[suite]]
+        else:
+            known = sorted({*SUITES, *config.suites})
+            raise UsageError(f"unknown suite {suite!r}", f"use one of: {', '.join(known)}")
+    requested: list[tuple[str, str]] = []
+    for entry in entries:
+        name, _, preset = entry.partition("@")
+        if name not in definitions:
+            raise UsageError(
+                f"unknown workload {name!r}",
+                f"use one of: {', '.join(sorted(definitions))} (user workloads are declared "
+                "in [tool.perfgate.workloads])",
+            )
+        chosen = _preset_for(definitions[name], selection.preset or preset or "smoke")
+        if any(name == seen for seen, _ in requested):
+            raise UsageError(f"workload {name} is selected twice", "name each workload once")
+        requested.append((name, chosen))
+    return requested
+
+
+def _preset_for(definition: WorkloadDefinition, wanted: str) -> str:
+    """``wanted`` if the workload has it; a user workload falls back to its ``default`` preset."""
+    if wanted in definition.presets:
+        return wanted
+    if definition.kind == "user" and "default" in definition.presets:
+        return "default"
+    definition.preset_params(wanted)  # raises the usage error listing the presets
+    return wanted
+
+
+def _shard(requested: list[tuple[str, str]], shard: str | None) -> list[tuple[str, str]]:
+    """Workloads of shard ``i/n`` (1-based), dealt round-robin in plan order."""
+    if shard is None:
+        return requested
+    index_text, sep, count_text = shard.partition("/")
+    try:
+        index, count = int(index_text), int(count_text)
+    except ValueError:
+        index, count = 0, 0
+    if not sep or count < 1 or not 1 <= index <= count:
+        raise UsageError(f"--shard {shard!r} is not i/n with 1 <= i <= n", "write e.g. --shard 1/2")
+    chosen = requested[index - 1 :: count]
+    if not chosen:
+        raise UsageError(
+            f"shard {shard} has no workloads ({len(requested)} selected)", "use fewer shards"
+        )
+    return chosen
+
+
+def _check_knob_scopes(
+    knob_sets: Mapping[str, Mapping[str, str]],
+    requested: Sequence[tuple[str, str]],
+    definitions: Mapping[str, WorkloadDefinition],
+) -> None:
+    names = {name for name, _ in requested}
+    for scope in knob_sets:
+        if scope != "*" and scope not in names:
+            raise UsageError(
+                f"--knob {scope}.… names a workload that is not in this run",
+                f"selected workloads: {', '.join(sorted(names))}",
+            )
+    for key in knob_sets.get("*", {}):
+        if not any(key in definitions[name].knobs for name in names):
+            raise UsageError(
+                f"no selected workload has a knob {key!r}",
+                "see perfgate workloads for each workload's knobs",
+            )
+
+
+def _settings(
+    config: Config, selection: Selection, planned: Sequence[PlannedWorkload]
+) -> RunSettings:
+    defaults = SMOKE_DEFAULTS if all(p.preset == "smoke" for p in planned) else FULL_DEFAULTS
+
+    def pick(name: str) -> Any:
+        for value in (getattr(selection, name), getattr(config, name), getattr(defaults, name)):
+            if value is not None:
+                return value
+        return None
+
+    settings = RunSettings(
+        repeats=pick("repeats"),
+        steps=pick("steps"),
+        warmup=pick("warmup"),
+        timeout_s=float(pick("timeout_s")),
+        threads=selection.threads or config.threads,
+        seed=selection.seed if selection.seed is not None else config.seed,
+        shard=selection.shard,
+    )
+    _check_settings(settings)
+    return settings
+
+
+def _check_settings(settings: RunSettings) -> None:
+    checks = [
+        (settings.repeats >= 1, "--repeats must be at least 1", "use --repeats 3 or more"),
+        (settings.steps >= 1, "--steps must be at least 1", "use --steps 10 or more"),
+        (
+            settings.warmup >= 1,
+            "--warmup must be at least 1: the first step always carries one-off costs",
+            "use --warmup 1 or more",
+        ),
+        (settings.timeout_s > 0, "--timeout must be positive", "give seconds, e.g. --timeout 600"),
+        (
+            settings.threads is None or settings.threads >= 1,
+            "--threads must be at least 1",
+            "omit it to use the physical cores",
+        ),
+    ]
+    for ok, problem, fix in checks:
+        if not ok:
+            raise UsageError(problem, fix)

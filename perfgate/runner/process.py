@@ -1,0 +1,145 @@
+"""One repeat in one fresh process: spawn, sample from outside, enforce the time limit, classify.
+
+The parent never trusts the child to end well. The worker runs in its own process group so a
+timeout or a crash takes its DataLoader workers down with it, and every way a process can end —
+a result, an exception, a signal, ``os._exit``, a hang — becomes a result with its error text
+rather than an exception that would stop the other workloads (a timeout is a result, not an
+exception). Telemetry is sampled here, in the parent, so the timed process carries none of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfgate.errors import UsageError
+from perfgate.telemetry.sampler import TelemetrySampler
+
+STDERR_TAIL_CHARS = 2000
+WORKER_EXIT_ERROR = 1
+WORKER_EXIT_USAGE = 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepeatProcessResult:
+    """How one worker process ended, with its document when it wrote one."""
+
+    status: str
+    document: dict[str, Any]
+    error: str | None
+    exit_code: int | None
+    wall_s: float
+    stderr_tail: str | None
+    telemetry: dict[str, Any]
+
+
+def run_worker(
+    spec: dict[str, Any],
+    workdir: Path,
+    label: str,
+    timeout_s: float,
+    gpu_index: int | None,
+    sample_interval_s: float,
+) -> RepeatProcessResult:
+    """Run ``perfgate.runner.worker`` on ``spec``; raise UsageError only for bad input."""
+    spec_path = workdir / f"{label}.spec.json"
+    out_path = workdir / f"{label}.out.json"
+    log_path = workdir / f"{label}.log"
+    spec_path.write_text(json.dumps(spec))
+    environment = dict(os.environ)
+    if spec.get("threads"):
+        environment["OMP_NUM_THREADS"] = str(spec["threads"])
+    started = time.perf_counter()
+    with open(log_path, "w+b") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "perfgate.runner.worker", str(spec_path), str(out_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=environment,
+            start_new_session=True,
+        )
+        sampler = TelemetrySampler(process.pid, gpu_index, sample_interval_s)
+        sampler.start()
+        timed_out = False
+        try:
+            exit_code: int | None = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            exit_code = None
+        finally:
+            telemetry = sampler.stop()
+            _kill_group(process)
+        wall_s = time.perf_counter() - started
+    document = _read_document(out_path)
+    tail = _tail(log_path)
+    status, error = _classify(exit_code, timed_out, document, tail, timeout_s)
+    if status == "usage_error":
+        raise UsageError(str(error))
+    return RepeatProcessResult(
+        status=status,
+        document=document,
+        error=error,
+        exit_code=exit_code,
+        wall_s=wall_s,
+        stderr_tail=tail,
+        telemetry=telemetry,
+    )
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """Kill whatever is left of the worker's process group (DataLoader workers included)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _read_document(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _tail(path: Path) -> str | None:
+    text = path.read_bytes()[-STDERR_TAIL_CHARS:].decode("utf-8", "replace").strip()
+    return text or None
+
+
+def _classify(
+    exit_code: int | None,
+    timed_out: bool,
+    document: dict[str, Any],
+    tail: str | None,
+    timeout_s: float,
+) -> tuple[str, str | None]:
+    """Map the way the process ended to a repeat status and error text."""
+    reported = document.get("status")
+    if timed_out:
+        return (
+            "timeout",
+            f"no result within the {timeout_s:g} s timeout; the process group was killed",
+        )
+    if exit_code == 0 and reported == "ok":
+        return "ok", None
+    if exit_code == WORKER_EXIT_USAGE and reported == "usage_error":
+        return "usage_error", document.get("error")
+    if exit_code == WORKER_EXIT_ERROR and reported == "error":
+        return "error", document.get("error")
+    assert exit_code is not None
+    if exit_code < 0:
+        name = signal.Signals(-exit_code).name
+        hint = " (the kernel's out-of-memory killer sends this)" if name == "SIGKILL" else ""
+        reason = f"worker killed by {name}{hint}"
+    else:
+        reason = f"worker exited with code {exit_code} without writing a result"
+    return "crashed", f"{reason}; output ends with: {tail}" if tail else reason

@@ -1,0 +1,113 @@
+"""Headline numbers of a workload from its repeats: pure arithmetic, no I/O.
+
+The unit is the repeat: each repeat contributes the median of its steady steps, and the workload's
+step time is the median of those. Steps within one process are autocorrelated; treating them as
+independent samples is the classic source of false alarms, so they never are.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Literal
+
+from perfgate.result import FlopCount, RepeatResult, WorkloadSummary
+from perfgate.telemetry.peaks import PeakLookup, lookup_peak, mfu
+
+
+def repeat_median(repeat: RepeatResult) -> float:
+    """Median of the steady measured steps of one repeat."""
+    return statistics.median(repeat.step_times_s[repeat.steady_start :])
+
+
+def dataloader_wait_share(repeat: RepeatResult) -> float | None:
+    """Fraction of steady step time spent waiting for the next batch."""
+    steps = repeat.step_times_s[repeat.steady_start :]
+    waits = repeat.dataloader_wait_s[repeat.steady_start :]
+    total = sum(steps)
+    return min(1.0, sum(waits) / total) if total > 0 and len(waits) == len(steps) else None
+
+
+def summarize_workload(
+    repeats: Sequence[RepeatResult],
+    *,
+    samples_per_step: int | None,
+    tokens_per_step: int | None,
+    flops: FlopCount | None,
+    compute_dtype: str | None,
+    device: str,
+    gpu_name: str | None,
+) -> WorkloadSummary:
+    """Summary over the ok repeats; all-null numbers (with reasons) when none succeeded."""
+    ok = [r for r in repeats if r.status == "ok" and r.step_times_s]
+    if not ok:
+        return WorkloadSummary(ok_repeats=0, mfu_reason="no successful repeat")
+    medians = [repeat_median(r) for r in ok]
+    step_s = statistics.median(medians)
+    flops_per_step = _flops_per_step(flops)
+    tflops = flops_per_step / step_s / 1e12 if flops_per_step and step_s > 0 else None
+    peak = _peak(device, gpu_name, compute_dtype or "fp32")
+    mfu_value, mfu_reason = (
+        mfu(tflops, peak) if tflops is not None else (None, "no FLOP count for this workload")
+    )
+    shares = [s for s in (dataloader_wait_share(r) for r in ok) if s is not None]
+    return WorkloadSummary(
+        ok_repeats=len(ok),
+        median_step_s=step_s,
+        repeat_medians_s=medians,
+        between_repeat_cv=_cv(medians),
+        samples_per_s=samples_per_step / step_s if samples_per_step and step_s > 0 else None,
+        tokens_per_s=tokens_per_step / step_s if tokens_per_step and step_s > 0 else None,
+        tflops=tflops,
+        mfu=mfu_value,
+        mfu_reason=mfu_reason,
+        peak_tflops=peak.tflops,
+        peak_memory_bytes=_peak_memory(ok, device),
+        first_step_s=statistics.median(r.first_step_s for r in ok if r.first_step_s is not None),
+        dataloader_wait_share=statistics.median(shares) if shares else None,
+        final_loss=ok[0].losses[-1] if ok[0].losses else None,
+    )
+
+
+def _peak(device: str, gpu_name: str | None, dtype: str) -> PeakLookup:
+    """The vendor peak for this run; a GPU run whose model is unknown says so (not "CPU")."""
+    if device == "cuda" and not gpu_name:
+        return PeakLookup(None, dtype, None, None, "GPU model unknown, so MFU is not defined")
+    return lookup_peak(gpu_name if device == "cuda" else None, dtype)
+
+
+def choose_flops(
+    counted: int | None, analytic: float | None, formula: str | None, by_operator: dict[str, int]
+) -> FlopCount:
+    """Prefer the counted figure (it sees the real ops); fall back to the analytic estimate."""
+    used: Literal["counted", "analytic"] | None = (
+        "counted" if counted else "analytic" if analytic else None
+    )
+    return FlopCount(
+        counted_per_step=counted,
+        analytic_per_step=analytic,
+        analytic_formula=formula,
+        used=used,
+        by_operator=by_operator,
+    )
+
+
+def _flops_per_step(flops: FlopCount | None) -> float | None:
+    if flops is None or flops.used is None:
+        return None
+    value = flops.counted_per_step if flops.used == "counted" else flops.analytic_per_step
+    return float(value) if value else None
+
+
+def _cv(values: Sequence[float]) -> float | None:
+    if len(values) < 2:
+        return None
+    mean = statistics.fmean(values)
+    return statistics.stdev(values) / mean if mean > 0 else None
+
+
+def _peak_memory(repeats: Sequence[RepeatResult], device: str) -> int | None:
+    key = "cuda_allocated_bytes" if device == "cuda" else "rss_bytes"
+    values = [r.peak_memory.get(key) for r in repeats]
+    known = [v for v in values if v is not None]
+    return max(known) if known else None

@@ -1,0 +1,309 @@
+"""The worker: one repeat of one workload, in a fresh process.
+
+Protocol with the parent (``perfgate.runner.orchestrator``): the parent writes a JSON spec file
+and starts ``python -m perfgate.runner.worker SPEC OUT``. The worker builds the workload through
+its factory, counts FLOPs if asked (outside the timed loop), runs warm-up and measured steps, and
+writes exactly one JSON document to OUT atomically. Exit codes:
+
+- 0: measured; OUT holds ``{"status": "ok", ...}``.
+- 1: the workload raised; OUT holds ``{"status": "error", "error": ...}``.
+- 2: bad input (a factory breaking the protocol, a knob the device cannot honour); OUT holds
+  ``{"status": "usage_error", ...}`` and the parent aborts the whole run with exit code 2.
+
+Anything else (a signal, ``os._exit``, an OOM kill, a missing OUT) is a crash, judged by the parent.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import resource
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from perfgate.errors import UsageError
+from perfgate.result import write_json_atomic
+from perfgate.runner.steady import steady_start
+from perfgate.runner.timing import make_timer
+from perfgate.workloads.protocol import TrainingSetup, WorkloadContext
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+def load_factory(reference: str) -> Callable[[WorkloadContext], Any]:
+    """Import ``module:function``; a UsageError naming the problem when that fails."""
+    module_name, sep, attr = reference.partition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(
+            f"workload factory {reference!r} is not of the form module:function",
+            'write e.g. factory = "my_project.bench:make_workload"',
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or an error raised while importing the module
+        raise UsageError(
+            f"cannot import workload module {module_name!r} ({type(exc).__name__}: {exc})",
+            "check the factory path and that the module is importable from the project root",
+        ) from None
+    factory: Any = module
+    for part in attr.split("."):
+        factory = getattr(factory, part, None)
+        if factory is None:
+            raise UsageError(
+                f"module {module_name!r} has no attribute {attr!r}", "check the factory name"
+            )
+    if not callable(factory):
+        raise UsageError(f"workload factory {reference!r} is not callable", "point at a function")
+    return factory
+
+
+def check_setup(setup: object, reference: str) -> TrainingSetup:
+    """Reject a factory result that breaks the protocol, with a message saying what is wrong."""
+    if not isinstance(setup, TrainingSetup):
+        raise UsageError(
+            f"workload factory {reference} returned {type(setup).__name__}, not a TrainingSetup",
+            "return perfgate.TrainingSetup(model=..., optimizer=..., batches=..., step=..., "
+            "samples_per_step=...)",
+        )
+    import torch
+
+    problems = []
+    if not isinstance(setup.model, torch.nn.Module):
+        problems.append("model is not a torch.nn.Module")
+    if not isinstance(setup.optimizer, torch.optim.Optimizer):
+        problems.append("optimizer is not a torch.optim.Optimizer")
+    if not callable(setup.step):
+        problems.append("step is not callable")
+    if not hasattr(setup.batches, "__iter__"):
+        problems.append("batches is not iterable")
+    if not isinstance(setup.samples_per_step, int) or setup.samples_per_step < 1:
+        problems.append("samples_per_step is not a positive integer")
+    if problems:
+        raise UsageError(
+            f"workload factory {reference} returned a broken TrainingSetup: {'; '.join(problems)}",
+            "fix the factory (see README, 'Your own workloads')",
+        )
+    return setup
+
+
+class BatchSource:
+    """Cycles the workload's batch source, timing each fetch as DataLoader wait."""
+
+    def __init__(self, batches: Any, reference: str) -> None:
+        self._batches = batches
+        self._reference = reference
+        self._iterator: Iterator[Any] = iter(batches)
+        self.epoch_restarts = 0
+
+    def next(self) -> tuple[Any, float]:
+        """The next batch and the host seconds spent getting it."""
+        started = time.perf_counter()
+        try:
+            batch = next(self._iterator)
+        except StopIteration:
+            self.epoch_restarts += 1
+            self._iterator = iter(self._batches)
+            try:
+                batch = next(self._iterator)
+            except StopIteration:
+                raise UsageError(
+                    f"workload {self._reference} has an empty batch source",
+                    "make batches yield at least one batch",
+                ) from None
+        return batch, time.perf_counter() - started
+
+
+def run_repeat(spec: dict[str, Any]) -> dict[str, Any]:
+    """Build the workload and measure it; returns the worker's JSON document."""
+    import torch
+
+    phases = {"start": time.time()}
+    threads = spec.get("threads")
+    if threads:
+        torch.set_num_threads(int(threads))
+    torch.manual_seed(spec["seed"])
+    context = WorkloadContext(
+        device=spec["device"],
+        preset=spec["preset"],
+        params=spec["params"],
+        knobs=spec["knobs"],
+        seed=spec["seed"],
+    )
+    reference = spec["factory"]
+    setup = check_setup(load_factory(reference)(context), reference)
+    source = BatchSource(setup.batches, reference)
+
+    flops = count_step_flops(setup, source) if spec.get("count_flops") else None
+    measured = measure_steps(setup, source, spec["device"], spec["warmup"], spec["steps"], phases)
+    return {
+        "status": "ok",
+        "threads": torch.get_num_threads(),
+        "flops": flops,
+        "samples_per_step": setup.samples_per_step,
+        "tokens_per_step": setup.tokens_per_step,
+        "compute_dtype": setup.compute_dtype,
+        "analytic_flops_per_step": setup.analytic_flops_per_step,
+        "analytic_formula": setup.analytic_formula,
+        "applied_knobs": dict(setup.knobs),
+        "setup_info": {**describe_setup(setup), **describe_device(spec["device"])},
+        "epoch_restarts": source.epoch_restarts,
+        "peak_memory": peak_memory(spec["device"]),
+        "phases": phases,
+        **measured,
+    }
+
+
+def count_step_flops(setup: TrainingSetup, source: BatchSource) -> dict[str, Any]:
+    """FLOPs of one eager training step, counted before (and apart from) the timed steps."""
+    from perfgate.runner.flops import count_flops
+
+    batch, _ = source.next()
+    step = setup.flop_step or setup.step
+    total, by_operator = count_flops(step, batch)
+    return {"counted_per_step": total, "by_operator": by_operator}
+
+
+def measure_steps(
+    setup: TrainingSetup,
+    source: BatchSource,
+    device: str,
+    warmup: int,
+    steps: int,
+    phases: dict[str, float],
+) -> dict[str, Any]:
+    """Warm-up then measured steps, boundaries marked by the device's timer.
+
+    Losses are kept as detached tensors and read once at the end, so the loop never forces a
+    device synchronisation of its own.
+    """
+    timer = make_timer(device)
+    losses = []
+    waits = []
+    timer.mark()
+    for index in range(warmup + steps):
+        if index == warmup:
+            phases["measure_start"] = time.time()
+        batch, wait = source.next()
+        loss = setup.step(batch)
+        losses.append(loss.detach())
+        waits.append(wait)
+        timer.mark()
+    times = timer.durations()
+    phases["measure_end"] = time.time()
+    measured = times[warmup:]
+    return {
+        "timer": timer.name,
+        "first_step_s": times[0],
+        "warmup_times_s": times[:warmup],
+        "step_times_s": measured,
+        "steady_start": steady_start(measured),
+        "dataloader_wait_s": waits[warmup:],
+        "losses": read_losses(losses),
+    }
+
+
+def read_losses(losses: list[Any]) -> list[float | None]:
+    """All losses as floats in one device-to-host copy; NaN/inf become null (JSON has neither)."""
+    import torch
+
+    if not losses:
+        return []
+    values = torch.stack([loss.float().reshape(()) for loss in losses]).cpu().tolist()
+    return [v if math.isfinite(v) else None for v in values]
+
+
+def peak_memory(device: str) -> dict[str, int | None]:
+    """Peak process RSS, and the CUDA caching allocator's peaks on a GPU."""
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
+    memory: dict[str, int | None] = {"rss_bytes": rss}
+    if device == "cuda":
+        import torch
+
+        memory["cuda_allocated_bytes"] = int(torch.cuda.max_memory_allocated())
+        memory["cuda_reserved_bytes"] = int(torch.cuda.max_memory_reserved())
+    return memory
+
+
+def describe_setup(setup: TrainingSetup) -> dict[str, Any]:
+    """Facts about the model, optimizer and data loading that the advisor will read."""
+    optimizer = setup.optimizer
+    defaults = optimizer.defaults
+    info: dict[str, Any] = {
+        "parameters": sum(p.numel() for p in setup.model.parameters()),
+        "optimizer": {
+            "class": type(optimizer).__name__,
+            "fused": defaults.get("fused"),
+            "foreach": defaults.get("foreach"),
+        },
+        **{key: _jsonable(value) for key, value in setup.info.items()},
+    }
+    loader = setup.dataloader
+    if loader is not None:
+        info["dataloader"] = {
+            "num_workers": loader.num_workers,
+            "pin_memory": loader.pin_memory,
+            "prefetch_factor": loader.prefetch_factor,
+            "persistent_workers": loader.persistent_workers,
+            "batch_size": loader.batch_size,
+        }
+    return info
+
+
+def describe_device(device: str) -> dict[str, Any]:
+    """The GPU as torch sees it: the authority for MFU when NVML cannot name the model."""
+    if device != "cuda":
+        return {}
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    return {
+        "cuda_device_name": torch.cuda.get_device_name(),
+        "cuda_capability": f"{major}.{minor}",
+        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    """Keep JSON types; anything else is recorded by its ``repr``."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return repr(value)
+    return value
+
+
+def _error_text(exc: BaseException) -> str:
+    """The exception and the last frames of its traceback: enough to act on, bounded in size."""
+    frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    text = "".join(frames[-4:]).strip()
+    return text[-4000:]
+
+
+def main(argv: list[str]) -> int:
+    """Entry point: ``python -m perfgate.runner.worker SPEC OUT``."""
+    spec_path, out_path = Path(argv[0]), Path(argv[1])
+    spec = json.loads(spec_path.read_text())
+    for entry in reversed(spec.get("python_path", [])):
+        sys.path.insert(0, entry)
+    try:
+        document = run_repeat(spec)
+        code = 0
+    except UsageError as exc:
+        document = {"status": "usage_error", "error": exc.one_line()}
+        code = EXIT_USAGE
+    except Exception as exc:  # the workload's own failure: recorded, the run goes on
+        document = {"status": "error", "error": _error_text(exc)}
+        code = EXIT_ERROR
+    write_json_atomic(out_path, document)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

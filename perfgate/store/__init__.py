@@ -1,0 +1,1 @@
+"""Persistence of runs (SQLModel over SQLite or PostgreSQL). Stores; never decides."""

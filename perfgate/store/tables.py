@@ -1,0 +1,87 @@
+"""SQLModel tables: environments, runs, workload results and per-repeat samples.
+
+Raw per-step samples are kept per repeat as compact JSON arrays: they are always read together,
+and one row per step would multiply the row count by the step count for no query that needs it.
+Indexed columns are the ones baselines and history are looked up by.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index
+from sqlmodel import Field, SQLModel
+
+
+class EnvironmentRow(SQLModel, table=True):
+    """One environment fingerprint (GPU, driver, torch, CPU, …), keyed by its hash."""
+
+    __tablename__ = "environments"
+
+    key: str = Field(primary_key=True, max_length=64)
+    fingerprint: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+
+
+class RunRow(SQLModel, table=True):
+    """One ``perfgate run`` (one result document), keyed by its UUID."""
+
+    __tablename__ = "runs"
+    __table_args__ = (Index("ix_runs_branch_started", "branch", "started_at"),)
+
+    id: str = Field(primary_key=True, max_length=36)
+    suite: str | None = None
+    device: str
+    commit: str | None = Field(default=None, index=True)
+    branch: str | None = None
+    pr_number: int | None = None
+    trigger: str
+    repository: str | None = None
+    started_at: str
+    finished_at: str
+    status: str
+    perfgate_version: str
+    environment_key: str = Field(foreign_key="environments.key", index=True)
+    settings: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    document_sha256: str = Field(max_length=64)
+
+
+class WorkloadResultRow(SQLModel, table=True):
+    """One workload of one run, with its headline numbers."""
+
+    __tablename__ = "workload_results"
+    __table_args__ = (Index("ix_workload_results_hash_run", "definition_hash", "run_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    name: str = Field(index=True)
+    version: int
+    kind: str
+    preset: str
+    definition_hash: str = Field(max_length=64)
+    knobs: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    status: str
+    error: str | None = None
+    median_step_s: float | None = None
+    samples_per_s: float | None = None
+    tokens_per_s: float | None = None
+    tflops: float | None = None
+    mfu: float | None = None
+    peak_memory_bytes: int | None = None
+    summary: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+
+
+class RepeatSampleRow(SQLModel, table=True):
+    """One repeat's raw samples (step times, losses, waits) and telemetry summary."""
+
+    __tablename__ = "repeat_samples"
+
+    id: int | None = Field(default=None, primary_key=True)
+    workload_result_id: int = Field(foreign_key="workload_results.id", index=True)
+    repeat_index: int
+    status: str
+    steady_start: int
+    median_step_s: float | None = None
+    step_times_s: list[float] = Field(sa_column=Column(JSON, nullable=False))
+    losses: list[float | None] = Field(sa_column=Column(JSON, nullable=False))
+    dataloader_wait_s: list[float] = Field(sa_column=Column(JSON, nullable=False))
+    telemetry_summary: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))

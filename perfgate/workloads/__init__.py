@@ -1,0 +1,1 @@
+"""Workloads: the factory protocol, knobs, definitions, built-ins and user workloads."""

@@ -1,0 +1,93 @@
+"""User workloads: a team's own training code, named in ``[tool.perfgate.workloads.NAME]``.
+
+The factory module is located (not executed) here, in the parent, so an unimportable factory is
+reported before any process starts; it is imported and called in each worker. Its source file
+enters the definition hash, so editing the training code starts a new baseline series.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from perfgate.config import UserWorkloadConfig
+from perfgate.errors import UsageError
+from perfgate.workloads.definition import WorkloadDefinition
+from perfgate.workloads.knobs import STANDARD_KNOBS, KnobSpec
+
+
+def user_definition(spec: UserWorkloadConfig, root: Path) -> WorkloadDefinition:
+    """A WorkloadDefinition for a configured user workload, its factory module located."""
+    module_file = locate_module(spec.factory, root)
+    extra = tuple((root / name).resolve() for name in spec.source_files)
+    missing = [str(path) for path in extra if not path.is_file()]
+    if missing:
+        raise UsageError(
+            f"workload {spec.name}: source file {', '.join(missing)} does not exist",
+            "fix source_files in [tool.perfgate.workloads]",
+        )
+    return WorkloadDefinition(
+        name=spec.name,
+        version=spec.version,
+        kind="user",
+        factory=spec.factory,
+        description=spec.description or f"user workload {spec.factory}",
+        presets=spec.presets,
+        knobs=knob_specs(spec.name, spec.knobs),
+        source_files=(module_file, *extra),
+        python_path=(str(root),),
+        default_knobs=dict(spec.knobs),
+    )
+
+
+def knob_specs(workload: str, defaults: Mapping[str, Any]) -> dict[str, KnobSpec]:
+    """Standard knobs keep their validation; others take their type from the default value."""
+    specs: dict[str, KnobSpec] = {}
+    for name, default in defaults.items():
+        if name in STANDARD_KNOBS:
+            standard = STANDARD_KNOBS[name]
+            specs[name] = KnobSpec(
+                name,
+                standard.kind,
+                standard.coerce(default),
+                standard.doc,
+                choices=standard.choices,
+                nullable=standard.nullable,
+            )
+        elif isinstance(default, (bool, int, str)):
+            specs[name] = KnobSpec(name, type(default), default, f"user knob of {workload}")
+        else:
+            raise UsageError(
+                f"workload {workload}: knob {name} has a {type(default).__name__} default",
+                "use a boolean, integer or string",
+            )
+    return specs
+
+
+def locate_module(factory: str, root: Path) -> Path:
+    """The source file of the factory's module, searched with ``root`` first on the path."""
+    module_name, sep, attr = factory.partition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(
+            f"workload factory {factory!r} is not of the form module:function",
+            'write e.g. factory = "my_project.bench:make_workload"',
+        )
+    sys.path.insert(0, str(root))
+    try:
+        found = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError) as exc:
+        found = None
+        reason = f" ({exc})"
+    else:
+        reason = ""
+    finally:
+        sys.path.remove(str(root))
+    if found is None or found.origin is None or not Path(found.origin).is_file():
+        raise UsageError(
+            f"cannot find workload module {module_name!r}{reason}",
+            f"check the factory path; modules are searched from {root}",
+        )
+    return Path(found.origin)

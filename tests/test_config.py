@@ -1,0 +1,73 @@
+"""Configuration loading: [tool.perfgate] and perfgate.toml, environment overrides, validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from perfgate.config import DEFAULT_DATABASE_URL, find_config_file, load_config
+from perfgate.errors import ExitCode, UsageError
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_defaults_without_a_file(tmp_path: Path) -> None:
+    config = load_config(cwd=tmp_path)
+    assert config.source is None
+    assert config.database_url == DEFAULT_DATABASE_URL
+    assert config.suite == "smoke"
+    assert config.root == tmp_path
+
+
+def test_pyproject_table_is_found_from_a_subfolder(tmp_path: Path) -> None:
+    write(tmp_path / "pyproject.toml", '[tool.perfgate]\nrepeats = 7\nsuite = "full"\n')
+    sub = tmp_path / "a" / "b"
+    sub.mkdir(parents=True)
+    config = load_config(cwd=sub)
+    assert config.repeats == 7 and config.suite == "full" and config.root == tmp_path
+
+
+def test_pyproject_without_perfgate_table_is_skipped(tmp_path: Path) -> None:
+    write(tmp_path / "pyproject.toml", "[project]\nname = 'x'\n")
+    assert find_config_file(tmp_path) is None
+
+
+def test_perfgate_toml_holds_keys_at_top_level(tmp_path: Path) -> None:
+    write(tmp_path / "perfgate.toml", "steps = 33\n")
+    assert load_config(cwd=tmp_path).steps == 33
+
+
+def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path / "perfgate.toml", 'database_url = "sqlite:///a.db"\n')
+    monkeypatch.setenv("PERFGATE_DATABASE_URL", "sqlite:///b.db")
+    assert load_config(cwd=tmp_path).database_url == "sqlite:///b.db"
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("repeat = 3\n", "unknown [tool.perfgate] key repeat"),
+        ('repeats = "3"\n', "repeats should be int"),
+        ("repeats = true\n", "repeats should be int"),
+        ("repeats = [\n", "not valid TOML"),
+        ("[workloads.x]\nversion = 1\n", "has no factory"),
+        ('[workloads.x]\nfactory = "m:f"\ncolour = 1\n', "unknown key colour"),
+        ('[suites]\npr = "gpt"\n', "suites.pr should be list"),
+    ],
+)
+def test_malformed_config_is_a_usage_error(tmp_path: Path, text: str, needle: str) -> None:
+    write(tmp_path / "perfgate.toml", text)
+    with pytest.raises(UsageError) as caught:
+        load_config(cwd=tmp_path)
+    assert needle in caught.value.one_line()
+    assert caught.value.exit_code == ExitCode.USAGE
+    assert "\n" not in caught.value.one_line()
+
+
+def test_missing_explicit_config_file(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="does not exist"):
+        load_config(tmp_path / "nope.toml")
