@@ -47,6 +47,11 @@ def test_smoke_suite_runs_stores_and_summarises(tmp_path: Path, perfgate_cli) ->
         assert summary.mfu is None and summary.mfu_reason  # CPU: no vendor peak, never a guess
         assert summary.tflops and summary.tflops > 0
         assert all(r.losses and r.losses[-1] is not None for r in workload.repeats)
+        for repeat in workload.repeats:  # sampled from the parent: host columns, no GPU here
+            telemetry = repeat.telemetry or {}
+            assert telemetry["host"]["process_rss_bytes"] and telemetry["gpu"] is None
+            assert telemetry["gpu_unavailable_reason"]
+            assert repeat.phases["measure_start"] <= repeat.phases["measure_end"]
     gpt = result.workloads[0]
     assert gpt.tokens_per_step and gpt.summary and gpt.summary.tokens_per_s
     assert gpt.flops and gpt.flops.analytic_per_step and gpt.flops.analytic_formula

@@ -94,4 +94,7 @@ def test_bad_selection_is_a_usage_error(selection: Selection, needle: str) -> No
 def test_unimportable_user_factory_is_reported_before_running(faulty_project: Path) -> None:
     config = load_config(cwd=faulty_project)
     with pytest.raises(UsageError, match=r"cannot find workload module 'faulty\.no_such_module'"):
-        make_plan(config, Selection(workloads=["healthy"]))
+        make_plan(config, Selection(workloads=["healthy", "missing_module"]))
+    # One broken entry in the config does not block running the others.
+    planned, _ = make_plan(config, Selection(workloads=["healthy"]))
+    assert [p.definition.name for p in planned] == ["healthy"]

@@ -63,23 +63,33 @@ class Selection:
     shard: str | None = None
 
 
-def available_workloads(config: Config) -> dict[str, WorkloadDefinition]:
-    """Built-in workloads plus the configured user workloads (a user name may not shadow one)."""
+def available_workloads(
+    config: Config, names: Sequence[str] | None = None
+) -> dict[str, WorkloadDefinition]:
+    """Built-in workloads plus the configured user workloads (a user name may not shadow one).
+
+    With ``names``, only those user workloads are located, so one broken entry in the config
+    does not block running the others.
+    """
     clashes = sorted(set(config.workloads) & set(BUILTIN_WORKLOADS))
     if clashes:
         raise UsageError(
             f"user workload {', '.join(clashes)} has the name of a built-in workload",
             "rename it in [tool.perfgate.workloads]",
         )
-    user = {name: user_definition(spec, config.root) for name, spec in config.workloads.items()}
+    wanted = (
+        config.workloads
+        if names is None
+        else {n: config.workloads[n] for n in names if n in config.workloads}
+    )
+    user = {name: user_definition(spec, config.root) for name, spec in wanted.items()}
     return {**BUILTIN_WORKLOADS, **user}
 
 
 def make_plan(config: Config, selection: Selection) -> tuple[list[PlannedWorkload], RunSettings]:
     """Resolve the selection against the configuration into workloads and settings."""
-    definitions = available_workloads(config)
-    requested = _requested(config, selection, definitions)
-    requested = _shard(requested, selection.shard)
+    requested = _shard(_requested(config, selection), selection.shard)
+    definitions = available_workloads(config, [name for name, _ in requested])
     knob_sets = parse_knob_assignments(selection.knobs)
     _check_knob_scopes(knob_sets, requested, definitions)
     planned = []
@@ -103,9 +113,9 @@ def make_plan(config: Config, selection: Selection) -> tuple[list[PlannedWorkloa
     return planned, _settings(config, selection, planned)
 
 
-def _requested(
-    config: Config, selection: Selection, definitions: Mapping[str, WorkloadDefinition]
-) -> list[tuple[str, str]]:
+def _requested(config: Config, selection: Selection) -> list[tuple[str, str]]:
+    """(name, preset) pairs asked for, names checked; user workloads not yet located."""
+    known = {*BUILTIN_WORKLOADS, *config.workloads}
     if selection.workloads:
         entries = list(selection.workloads)
     else:
@@ -115,32 +125,35 @@ def _requested(
         elif suite in SUITES:
             entries = [f"{name}@{preset}" for name, preset in SUITES[suite]]
         else:
-            known = sorted({*SUITES, *config.suites})
-            raise UsageError(f"unknown suite {suite!r}", f"use one of: {', '.join(known)}")
+            suites = ", ".join(sorted({*SUITES, *config.suites}))
+            raise UsageError(f"unknown suite {suite!r}", f"use one of: {suites}")
     requested: list[tuple[str, str]] = []
     for entry in entries:
         name, _, preset = entry.partition("@")
-        if name not in definitions:
+        if name not in known:
             raise UsageError(
                 f"unknown workload {name!r}",
-                f"use one of: {', '.join(sorted(definitions))} (user workloads are declared "
+                f"use one of: {', '.join(sorted(known))} (user workloads are declared "
                 "in [tool.perfgate.workloads])",
             )
-        chosen = _preset_for(definitions[name], selection.preset or preset or "smoke")
+        chosen = _preset_for(config, name, selection.preset or preset or "smoke")
         if any(name == seen for seen, _ in requested):
             raise UsageError(f"workload {name} is selected twice", "name each workload once")
         requested.append((name, chosen))
     return requested
 
 
-def _preset_for(definition: WorkloadDefinition, wanted: str) -> str:
+def _preset_for(config: Config, name: str, wanted: str) -> str:
     """``wanted`` if the workload has it; a user workload falls back to its ``default`` preset."""
-    if wanted in definition.presets:
+    user = config.workloads.get(name)
+    presets = user.presets if user else BUILTIN_WORKLOADS[name].presets
+    if wanted in presets:
         return wanted
-    if definition.kind == "user" and "default" in definition.presets:
+    if user and "default" in presets:
         return "default"
-    definition.preset_params(wanted)  # raises the usage error listing the presets
-    return wanted
+    raise UsageError(
+        f"workload {name} has no preset {wanted!r}", f"use one of: {', '.join(sorted(presets))}"
+    )
 
 
 def _shard(requested: list[tuple[str, str]], shard: str | None) -> list[tuple[str, str]]:

@@ -44,7 +44,10 @@ def resolve_url(url: str, root: Path) -> str:
         path = Path(parsed.database)
         if not path.is_absolute():
             path = root / path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot create {path.parent}: {exc.strerror or exc}") from None
         return parsed.set(database=str(path)).render_as_string(hide_password=False)
     return url
 

@@ -80,17 +80,25 @@ STANDARD_KNOBS: dict[str, KnobSpec] = {
     spec.name: spec
     for spec in (
         KnobSpec(
-            "precision", str, "off", "mixed precision via autocast (fp16 adds a GradScaler)",
+            "precision",
+            str,
+            "off",
+            "mixed precision via autocast (fp16 adds a GradScaler)",
             choices=("off", "bf16", "fp16"),
         ),
         KnobSpec("compile", bool, False, "wrap the model in torch.compile"),
         KnobSpec(
-            "attention", str, "sdpa",
+            "attention",
+            str,
+            "sdpa",
             "attention kernel: F.scaled_dot_product_attention or manual matmul-softmax-matmul",
             choices=("sdpa", "manual"),
         ),
         KnobSpec(
-            "optimizer", str, "foreach", "optimizer implementation (AdamW)",
+            "optimizer",
+            str,
+            "foreach",
+            "optimizer implementation (AdamW)",
             choices=("plain", "foreach", "fused"),
         ),
         KnobSpec("channels_last", bool, False, "NHWC memory format for convolution nets"),
@@ -100,7 +108,9 @@ STANDARD_KNOBS: dict[str, KnobSpec] = {
             "batch_size", int, None, "samples per step (default: the preset's)", nullable=True
         ),
         KnobSpec(
-            "non_contiguous", bool, False,
+            "non_contiguous",
+            bool,
+            False,
             "deliberately non-contiguous activations (transposed views copied each step)",
         ),
     )

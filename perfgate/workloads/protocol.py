@@ -63,7 +63,7 @@ class TrainingSetup:
     analytic_formula: str | None = None
     """Which formula produced ``analytic_flops_per_step``, written out for the reader."""
     compute_dtype: str = "fp32"
-    """dtype of the hot matmuls (``fp32``, ``tf32``, ``bf16``, ``fp16``): selects the peak for MFU."""
+    """dtype of the hot matmuls (``fp32``, ``tf32``, ``bf16``, ``fp16``): picks the MFU peak."""
     dataloader: Any = None
     """The ``torch.utils.data.DataLoader`` behind ``batches``, if any, for introspection."""
     knobs: Mapping[str, KnobValue] = field(default_factory=dict)

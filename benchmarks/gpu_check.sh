@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Every GPU path of `perfgate run` in one script, in well under five minutes on one GPU:
+#   doctor (NVML, clocks, peak table) · CUDA-event timing · the parent-side NVML sampler ·
+#   MFU against the vendor peak (H100/H200: bf16 989.4 TFLOP/s) · the bf16 and fp16 knobs ·
+#   channels_last · DataLoader workers with pinned memory · no database code on --no-store.
+# Prepare here: bash benchmarks/gpu_wheels.sh; then through the device tool:
+#   run(command="bash benchmarks/gpu_check.sh", carry=[".whl"], timeout_s=420)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 3
+  export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
+fi
+export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 COLUMNS=160
+out="${OUT:-$(mktemp -d)}"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv || true
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
+
+echo "== doctor"
+python3 -m perfgate doctor
+
+status=0
+echo "== smoke presets on the GPU (CUDA events, NVML sampler)"
+python3 -m perfgate run --device cuda --suite smoke --repeats 2 --steps 20 --warmup 3 \
+  --no-store --out "$out/gpu-smoke.json" || status=1
+
+echo "== full presets, bf16 (MFU against the peak table), fp16 + GradScaler, channels_last, workers"
+python3 -m perfgate run --device cuda -w gpt@full -w resnet@full -w mlp@full --repeats 2 \
+  --steps 15 --warmup 5 --knob precision=bf16 --knob resnet.channels_last=true \
+  --no-store --out "$out/gpu-bf16.json" || status=1
+python3 -m perfgate run --device cuda -w mlp@full --repeats 2 --steps 15 --warmup 5 \
+  --knob precision=fp16 --knob optimizer=fused --no-store --out "$out/gpu-fp16.json" || status=1
+python3 -m perfgate run --device cuda -w datapipe@full --repeats 2 --steps 15 --warmup 5 \
+  --knob num_workers=4 --knob pin_memory=true --no-store --out "$out/gpu-datapipe.json" || status=1
+
+echo "== checks on the documents"
+python3 benchmarks/gpu_check.py "$out"/gpu-*.json || status=1
+exit $status
