@@ -187,3 +187,7 @@ def main() -> None:
         f"{per_step / step:.4%} of the {step * 1e3:.2f} ms step"
     )
     print(f"telemetry sampler: {sampler:.3%} of the machine's CPU while running")
+
+
+if __name__ == "__main__":
+    main()

@@ -89,9 +89,11 @@ def run(
         shard=shard,
     )
     outcome = _guarded(lambda: _measure(config, selection, device, out, not no_store, trigger))
-    from perfgate.report.run_summary import failure_lines, summary_table
+    from perfgate.report.run_summary import failure_lines, mfu_notes, summary_table
 
     console.print(summary_table(outcome.result))
+    for note in mfu_notes(outcome.result):
+        console.print(note, highlight=False, markup=False)
     console.print(f"result: {outcome.path}", highlight=False)
     if outcome.stored_in:
         console.print(f"stored in {outcome.stored_in}", highlight=False)

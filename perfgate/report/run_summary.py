@@ -17,7 +17,7 @@ def summary_table(result: RunResult) -> Table:
         "step (median)",
         "cv",
         "throughput",
-        "TFLOP/s",
+        "FLOP/s",
         "MFU",
         "peak mem",
         "loss",
@@ -50,7 +50,7 @@ def workload_row(workload: WorkloadResult) -> list[str]:
         format_seconds(summary.median_step_s),
         f"{summary.between_repeat_cv:.1%}" if summary.between_repeat_cv is not None else "—",
         throughput,
-        f"{summary.tflops:.3f}" if summary.tflops is not None else "—",
+        format_flops(summary.tflops),
         f"{summary.mfu:.1%}" if summary.mfu is not None else "—",
         format_bytes(summary.peak_memory_bytes),
         f"{summary.final_loss:.4f}" if summary.final_loss is not None else "—",
@@ -66,6 +66,15 @@ def format_seconds(value: float) -> str:
     return f"{value * 1e6:.1f} µs"
 
 
+def format_flops(tflops: float | None) -> str:
+    """Achieved FLOP rate with a unit (CPU runs reach GFLOP/s, GPUs hundreds of TFLOP/s)."""
+    if tflops is None:
+        return "—"
+    if tflops >= 1:
+        return f"{tflops:.1f} T"
+    return f"{tflops * 1e3:.1f} G"
+
+
 def format_bytes(value: int | None) -> str:
     """Binary-prefixed bytes, or a dash when unknown."""
     if value is None:
@@ -76,6 +85,14 @@ def format_bytes(value: int | None) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} GiB"
+
+
+def mfu_notes(result: RunResult) -> list[str]:
+    """Why MFU is missing, once per reason: a bare dash would be a claim without a number."""
+    reasons = sorted(
+        {w.summary.mfu_reason for w in result.workloads if w.summary and w.summary.mfu_reason}
+    )
+    return [f"MFU not computed: {reason}" for reason in reasons]
 
 
 def failure_lines(result: RunResult) -> list[str]:
