@@ -22,7 +22,7 @@ from torch import nn
 from perfgate.errors import UsageError
 from perfgate.workloads.definition import WorkloadDefinition
 from perfgate.workloads.knobs import STANDARD_KNOBS, resolve_knobs
-from perfgate.workloads.protocol import KnobValue, WorkloadContext
+from perfgate.workloads.protocol import KnobValue, TrainingSetup, WorkloadContext
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 """``(inputs, targets)``: the batch shape every built-in workload uses."""
@@ -180,6 +180,33 @@ class Training:
     """The same step on the eager model when ``step`` is compiled, for FLOP counting."""
     compute_dtype: str
     info: Mapping[str, Any]
+
+    def setup(
+        self,
+        *,
+        batches: Iterable[Batch],
+        samples_per_step: int,
+        knobs: Mapping[str, KnobValue],
+        info: Mapping[str, Any],
+        **extra: Any,
+    ) -> TrainingSetup:
+        """The TrainingSetup of a built-in: this half, plus the workload's data and facts.
+
+        ``extra`` carries the optional protocol fields a workload sets (tokens per step, the
+        analytic FLOP estimate, the DataLoader).
+        """
+        return TrainingSetup(
+            model=self.model,
+            optimizer=self.optimizer,
+            batches=batches,
+            step=self.step,
+            flop_step=self.flop_step,
+            samples_per_step=samples_per_step,
+            compute_dtype=self.compute_dtype,
+            knobs=knobs,
+            info={**self.info, **info},
+            **extra,
+        )
 
 
 def make_training(

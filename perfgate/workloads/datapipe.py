@@ -221,18 +221,12 @@ def build(ctx: WorkloadContext) -> TrainingSetup:
     training = make_training(
         model, F.cross_entropy, knobs, ctx.device, lr=float(params["lr"]), convolutions=True
     )
-    return TrainingSetup(
-        model=training.model,
-        optimizer=training.optimizer,
+    return training.setup(
         batches=loader,
-        step=training.step,
-        flop_step=training.flop_step,
         samples_per_step=batch,
-        compute_dtype=training.compute_dtype,
         dataloader=loader,
         knobs=knobs,
         info={
-            **training.info,
             "model": {
                 "widths": widths,
                 "num_classes": num_classes,

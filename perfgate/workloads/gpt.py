@@ -242,20 +242,14 @@ def build(ctx: WorkloadContext) -> TrainingSetup:
     training = make_training(model, lm_loss, knobs, ctx.device, lr=float(params["lr"]))
     tokens_per_step = batch * config.seq_len
     analytic, formula = palm_flops(config, model.flop_parameters(), tokens_per_step)
-    return TrainingSetup(
-        model=training.model,
-        optimizer=training.optimizer,
+    return training.setup(
         batches=batches,
-        step=training.step,
-        flop_step=training.flop_step,
         samples_per_step=batch,
         tokens_per_step=tokens_per_step,
         analytic_flops_per_step=analytic,
         analytic_formula=formula,
-        compute_dtype=training.compute_dtype,
         knobs=knobs,
         info={
-            **training.info,
             "model": {
                 **asdict(config),
                 "parameters": parameter_count(model),

@@ -123,17 +123,11 @@ def build(ctx: WorkloadContext) -> TrainingSetup:
         device,
     )
     training = make_training(model, F.cross_entropy, knobs, ctx.device, lr=float(params["lr"]))
-    return TrainingSetup(
-        model=training.model,
-        optimizer=training.optimizer,
+    return training.setup(
         batches=batches,
-        step=training.step,
-        flop_step=training.flop_step,
         samples_per_step=batch,
-        compute_dtype=training.compute_dtype,
         knobs=knobs,
         info={
-            **training.info,
             "model": {
                 "in_features": in_features,
                 "hidden": int(params["hidden"]),
