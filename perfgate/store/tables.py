@@ -85,3 +85,75 @@ class RepeatSampleRow(SQLModel, table=True):
     losses: list[float | None] = Field(sa_column=Column(JSON, nullable=False))
     dataloader_wait_s: list[float] = Field(sa_column=Column(JSON, nullable=False))
     telemetry_summary: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+
+
+class MetricSummaryRow(SQLModel, table=True):
+    """One metric of one workload result, summarised over its repeats (the unit of comparison)."""
+
+    __tablename__ = "metric_summaries"
+    __table_args__ = (Index("ix_metric_summaries_result_metric", "workload_result_id", "metric"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    workload_result_id: int = Field(foreign_key="workload_results.id")
+    metric: str
+    """``step_time_s``, ``samples_per_s``, ``tokens_per_s``, ``tflops``, ``mfu``,
+    ``peak_memory_bytes``."""
+    median: float | None = None
+    repeat_values: list[float] = Field(sa_column=Column(JSON, nullable=False))
+    """The per-repeat values (one per ok repeat) the median was taken over."""
+
+
+class BaselineRow(SQLModel, table=True):
+    """A baseline for one key; a refresh retires the live one and adds a new one, never edits."""
+
+    __tablename__ = "baselines"
+    __table_args__ = (Index("ix_baselines_key_status", "key", "status"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    key: str = Field(max_length=64)
+    """SHA-256 over (suite, definition hash, knobs, environment key, branch)."""
+    suite: str | None = None
+    workload: str
+    definition_hash: str = Field(max_length=64)
+    knobs: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    environment_key: str = Field(foreign_key="environments.key")
+    branch: str
+    status: str = "live"
+    """``live`` or ``retired`` (kept for audit)."""
+    created_at: str
+    retired_at: str | None = None
+    reason: str
+    """Why it was set: first baseline, change point at a commit, window moved …"""
+    method: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    """How it was built: window, minimum segment, outliers dropped."""
+    metrics: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    """Per metric: median, per-run values and per-repeat statistics."""
+
+
+class BaselineRunRow(SQLModel, table=True):
+    """Which workload results a baseline was built from, and which were dropped as outliers."""
+
+    __tablename__ = "baseline_runs"
+
+    baseline_id: int = Field(foreign_key="baselines.id", primary_key=True)
+    workload_result_id: int = Field(foreign_key="workload_results.id", primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    used: bool = True
+
+
+class ChangePointRow(SQLModel, table=True):
+    """A step found in a key's history, with the runs and commits on each side."""
+
+    __tablename__ = "change_points"
+    __table_args__ = (Index("ix_change_points_key", "key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    key: str = Field(max_length=64)
+    metric: str
+    run_before: str = Field(foreign_key="runs.id")
+    commit_before: str | None = None
+    run_after: str = Field(foreign_key="runs.id")
+    commit_after: str | None = None
+    median_before: float
+    median_after: float
+    detected_at: str
