@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 import typer
 from rich.console import Console
 
+from perfgate.cli_baseline import baseline_app
 from perfgate.config import load_config
 from perfgate.errors import ExitCode, PerfgateError
 
@@ -37,7 +38,7 @@ CONFIG_OPTION = typer.Option(
 )
 
 
-def _guarded(action: Callable[[], T]) -> T:
+def guarded(action: Callable[[], T]) -> T:
     """Run ``action``; a perfgate error becomes one line on stderr and its exit code."""
     try:
         return action()
@@ -88,7 +89,7 @@ def run(
         seed=seed,
         shard=shard,
     )
-    outcome = _guarded(lambda: _measure(config, selection, device, out, not no_store, trigger))
+    outcome = guarded(lambda: _measure(config, selection, device, out, not no_store, trigger))
     from perfgate.report.run_summary import failure_lines, mfu_notes, summary_table
 
     console.print(summary_table(outcome.result))
@@ -152,7 +153,7 @@ def workloads(config: Path | None = CONFIG_OPTION) -> None:
 
     from perfgate.runner.plan import available_workloads
 
-    definitions = _guarded(lambda: available_workloads(load_config(config)))
+    definitions = guarded(lambda: available_workloads(load_config(config)))
     table = Table(title="workloads", title_justify="left")
     for header in ("name", "kind", "presets", "knobs (default)", "description"):
         table.add_column(header)
@@ -173,23 +174,67 @@ def ingest(
     config: Path | None = CONFIG_OPTION,
 ) -> None:
     """Store result documents in the database (idempotent: a run is stored once)."""
-    for line in _guarded(lambda: _ingest(files, config)):
+    for line in guarded(lambda: _ingest(files, config)):
         console.print(line, highlight=False)
 
 
 def _ingest(files: list[Path], config_path: Path | None) -> list[str]:
     from perfgate.result import load_result
     from perfgate.store.engine import masked_url
-    from perfgate.store.ingest import store_run
+    from perfgate.store.ingest import store_runs
 
     config = load_config(config_path)
-    results = [(path, load_result(path)) for path in files]  # all valid before any is stored
-    lines = []
-    for path, result in results:
-        stored = store_run(config.database_url, result, config.root)
-        verb = "stored" if stored else "already stored"
-        lines.append(f"{path}: run {result.run_id} {verb} in {masked_url(config.database_url)}")
-    return lines
+    results = [(load_result(path), path) for path in files]  # all valid before any is stored
+    stored = store_runs(config.database_url, results, config.root)
+    where = masked_url(config.database_url)
+    return [
+        f"{path}: run {result.run_id} {'stored' if new else 'already stored'} in {where}"
+        for (result, path), new in zip(results, stored, strict=True)
+    ]
+
+
+db_app = typer.Typer(
+    no_args_is_help=True, help="The database: schema upgrades and pruning of old raw samples."
+)
+app.add_typer(db_app, name="db")
+app.add_typer(baseline_app, name="baseline")
+
+
+@db_app.command("upgrade")
+def db_upgrade(config: Path | None = CONFIG_OPTION) -> None:
+    """Migrate the database schema to this perfgate's revision (safe to run again)."""
+    console.print(guarded(lambda: _db_upgrade(config)), highlight=False)
+
+
+def _db_upgrade(config_path: Path | None) -> str:
+    from perfgate.store.engine import masked_url, upgrade_database
+
+    config = load_config(config_path)
+    before, after = upgrade_database(config.database_url, config.root)
+    where = masked_url(config.database_url)
+    if before == after:
+        return f"{where}: schema already at revision {after}"
+    return f"{where}: schema upgraded from {before or 'empty'} to revision {after}"
+
+
+@db_app.command("prune")
+def db_prune(
+    keep_days: int = typer.Option(..., "--keep-days", help="keep raw samples of this many days"),
+    config: Path | None = CONFIG_OPTION,
+) -> None:
+    """Clear raw per-step arrays of old runs (medians, summaries and live baselines stay)."""
+    console.print(guarded(lambda: _db_prune(keep_days, config)), highlight=False)
+
+
+def _db_prune(keep_days: int, config_path: Path | None) -> str:
+    from perfgate.store.maintenance import prune_samples
+
+    config = load_config(config_path)
+    outcome = prune_samples(config.database_url, config.root, keep_days)
+    return (
+        f"pruned raw samples of {outcome.pruned} repeats older than {keep_days} days; "
+        f"kept {outcome.kept_for_baselines} for live baselines"
+    )
 
 
 def main() -> None:

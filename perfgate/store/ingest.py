@@ -1,19 +1,39 @@
-"""Storing result documents: idempotent by run UUID (the same run twice is stored once)."""
+"""Storing result documents: idempotent by run UUID (the same run twice is stored once).
+
+Several processes may ingest the same documents at once (CI retries, shards uploading together):
+rows keyed by the run UUID or the environment hash are inserted with "on conflict do nothing",
+so the loser of a race sees the winner's row instead of an error. A run UUID stored with a
+*different* document is refused: a reused id would silently mix two measurements.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import statistics
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from sqlalchemy.exc import IntegrityError, OperationalError
-from sqlmodel import Session
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Engine
+from sqlalchemy.sql.dml import Insert
+from sqlmodel import Session, SQLModel, col
 
-from perfgate.result import RunResult, WorkloadResult
-from perfgate.store.engine import StoreUnavailable, make_engine
-from perfgate.store.tables import EnvironmentRow, RepeatSampleRow, RunRow, WorkloadResultRow
+from perfgate.errors import UsageError
+from perfgate.result import FlopCount, RepeatResult, RunResult, WorkloadResult
+from perfgate.store.engine import make_engine, unavailable_on_error, write_transaction
+from perfgate.store.tables import (
+    EnvironmentRow,
+    MetricSummaryRow,
+    RepeatSampleRow,
+    RunRow,
+    WorkloadResultRow,
+)
 from perfgate.telemetry.fingerprint import fingerprint_key
+
+
+class RunConflict(UsageError):
+    """A run id is already stored with a different document (a reused or edited result file)."""
 
 
 def document_digest(result: RunResult) -> str:
@@ -22,30 +42,69 @@ def document_digest(result: RunResult) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def store_run(url: str, result: RunResult, root: Path) -> bool:
-    """Store ``result``; False when that run id was already stored (nothing is written)."""
+def store_run(url: str, result: RunResult, root: Path, *, origin: Path | None = None) -> bool:
+    """Store ``result``; False when that run id was already stored (nothing is written).
+
+    ``origin`` (the document's path) only makes a conflict message name the file.
+    """
+    return store_runs(url, [(result, origin)], root)[0]
+
+
+def store_runs(
+    url: str, results: Sequence[tuple[RunResult, Path | None]], root: Path
+) -> list[bool]:
+    """Store many (result, origin) pairs through one engine, each in its own transaction.
+
+    One engine keeps SQLAlchemy's compiled-statement cache warm: ingesting a folder of
+    documents, or a history of thousands of runs, pays the connection set-up once.
+    """
     engine = make_engine(url, root)
     try:
-        with Session(engine) as session:
-            if session.get(RunRow, result.run_id) is not None:
-                return False
-            env_key = fingerprint_key(result.environment)
-            if session.get(EnvironmentRow, env_key) is None:
-                session.add(EnvironmentRow(key=env_key, fingerprint=result.environment))
-            session.add(_run_row(result, env_key))
-            for workload in result.workloads:
-                _add_workload(session, result.run_id, workload)
-            session.commit()
-    except IntegrityError:
-        return False  # another process stored the same run between our check and commit
-    except OperationalError as exc:
-        raise StoreUnavailable(str(exc.orig).splitlines()[0]) from None
+        with unavailable_on_error(url):
+            return [_store(engine, result, origin) for result, origin in results]
     finally:
         engine.dispose()
+
+
+def _store(engine: Engine, result: RunResult, origin: Path | None) -> bool:
+    digest = document_digest(result)
+    env_key = fingerprint_key(result.environment)
+    with write_transaction(engine) as connection, Session(bind=connection) as session:
+        insert_new = _insert_ignoring_duplicates(connection.dialect.name)
+        environment = EnvironmentRow(key=env_key, fingerprint=result.environment)
+        connection.execute(insert_new(EnvironmentRow, environment))
+        run = insert_new(RunRow, _run_row(result, env_key, digest)).returning(col(RunRow.id))
+        if connection.execute(run).first() is None:  # (rowcount is not reliable across drivers)
+            _check_same_document(session, result.run_id, digest, origin)
+            return False
+        for workload in result.workloads:
+            _add_workload(session, result.run_id, workload)
+        session.flush()
     return True
 
 
-def _run_row(result: RunResult, env_key: str) -> RunRow:
+def _insert_ignoring_duplicates(dialect: str) -> Callable[[type[SQLModel], SQLModel], Insert]:
+    """An INSERT of one row that does nothing when its primary key is already there."""
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+
+    def build(table: type[SQLModel], row: SQLModel) -> Insert:
+        return insert(table).values(**row.model_dump()).on_conflict_do_nothing()
+
+    return build
+
+
+def _check_same_document(session: Session, run_id: str, digest: str, origin: Path | None) -> None:
+    stored = session.get(RunRow, run_id)
+    if stored is not None and stored.document_sha256 != digest:
+        where = f"{origin}: " if origin else ""
+        raise RunConflict(
+            f"{where}run {run_id} is already stored, and this document differs from the stored "
+            f"one (sha256 {digest[:12]} here, {stored.document_sha256[:12]} stored)",
+            "a run id must not be reused: ingest the original file, or run again for a new id",
+        )
+
+
+def _run_row(result: RunResult, env_key: str, digest: str) -> RunRow:
     source = result.source
     return RunRow(
         id=result.run_id,
@@ -62,7 +121,7 @@ def _run_row(result: RunResult, env_key: str) -> RunRow:
         perfgate_version=result.perfgate_version,
         environment_key=env_key,
         settings=result.to_dict()["settings"],
-        document_sha256=document_digest(result),
+        document_sha256=digest,
     )
 
 
@@ -90,17 +149,69 @@ def _add_workload(session: Session, run_id: str, workload: WorkloadResult) -> No
     session.flush()
     assert row.id is not None
     for repeat in workload.repeats:
-        steady = repeat.step_times_s[repeat.steady_start :]
+        session.add(_sample_row(row.id, repeat))
+    for metric, values in metric_values(workload).items():
         session.add(
-            RepeatSampleRow(
+            MetricSummaryRow(
                 workload_result_id=row.id,
-                repeat_index=repeat.index,
-                status=repeat.status,
-                steady_start=repeat.steady_start,
-                median_step_s=statistics.median(steady) if steady else None,
-                step_times_s=repeat.step_times_s,
-                losses=repeat.losses,
-                dataloader_wait_s=repeat.dataloader_wait_s,
-                telemetry_summary=repeat.telemetry_summary,
+                metric=metric,
+                median=statistics.median(values),
+                repeat_values=values,
             )
         )
+
+
+def _sample_row(workload_result_id: int, repeat: RepeatResult) -> RepeatSampleRow:
+    steady = repeat.step_times_s[repeat.steady_start :]
+    return RepeatSampleRow(
+        workload_result_id=workload_result_id,
+        repeat_index=repeat.index,
+        status=repeat.status,
+        steady_start=repeat.steady_start,
+        median_step_s=statistics.median(steady) if steady else None,
+        step_times_s=repeat.step_times_s,
+        losses=repeat.losses,
+        dataloader_wait_s=repeat.dataloader_wait_s,
+        telemetry_summary=repeat.telemetry_summary,
+    )
+
+
+def metric_values(workload: WorkloadResult) -> dict[str, list[float]]:
+    """Per metric, one value per ok repeat (metrics with no value are left out).
+
+    Rates are derived from each repeat's own median steady step, so a comparison sees the
+    spread between repeats, not just the workload's headline median.
+    """
+    ok = [r for r in workload.repeats if r.status == "ok" and r.step_times_s[r.steady_start :]]
+    step_s = [statistics.median(r.step_times_s[r.steady_start :]) for r in ok]
+    flops = _flops_per_step(workload.flops)
+    peak_tflops = workload.summary.peak_tflops if workload.summary else None
+    tflops = _rates(step_s, flops / 1e12 if flops else None)
+    metrics = {
+        "step_time_s": step_s,
+        "samples_per_s": _rates(step_s, workload.samples_per_step),
+        "tokens_per_s": _rates(step_s, workload.tokens_per_step),
+        "tflops": tflops,
+        "mfu": [t / peak_tflops for t in tflops] if peak_tflops else [],
+        "peak_memory_bytes": _peak_memory(ok, workload.device),
+    }
+    return {name: values for name, values in metrics.items() if values}
+
+
+def _rates(step_s: Sequence[float], per_step: float | None) -> list[float]:
+    if not per_step or any(s <= 0 for s in step_s):
+        return []
+    return [per_step / s for s in step_s]
+
+
+def _flops_per_step(flops: FlopCount | None) -> float | None:
+    """The FLOP figure the summary's TFLOP/s used (counted preferred, else analytic)."""
+    if flops is None or flops.used is None:
+        return None
+    value = flops.counted_per_step if flops.used == "counted" else flops.analytic_per_step
+    return float(value) if value else None
+
+
+def _peak_memory(repeats: Sequence[RepeatResult], device: str) -> list[float]:
+    key = "cuda_allocated_bytes" if device == "cuda" else "rss_bytes"
+    return [float(v) for v in (r.peak_memory.get(key) for r in repeats) if v is not None]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Column, Index
+from sqlalchemy import JSON, BigInteger, Column, Index
 from sqlmodel import Field, SQLModel
 
 
@@ -66,7 +66,8 @@ class WorkloadResultRow(SQLModel, table=True):
     tokens_per_s: float | None = None
     tflops: float | None = None
     mfu: float | None = None
-    peak_memory_bytes: int | None = None
+    peak_memory_bytes: int | None = Field(default=None, sa_column=Column(BigInteger))
+    """64-bit: a GPU's memory overflows a 32-bit INTEGER (PostgreSQL; migration 0002)."""
     summary: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
 
 

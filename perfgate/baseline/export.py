@@ -1,0 +1,104 @@
+"""Baseline snapshots in ``baselines/<suite>/<key>.json``: reviewed, diff-friendly, small.
+
+A pull request is judged against the snapshots of its *base* branch, so they must stand alone:
+each holds the key's identity, the environment fingerprint, how and why the baseline was set, the
+runs it came from, and per-metric run medians and per-repeat values (never individual steps).
+The folder mirrors the live baselines of the branch: a key whose baseline is gone loses its file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from perfgate.result import write_json_atomic
+from perfgate.store.history import (
+    baseline_members,
+    environment_fingerprint,
+    list_baselines,
+    runs_by_id,
+)
+from perfgate.store.tables import BaselineRow
+
+SNAPSHOT_SCHEMA = "perfgate.baseline"
+SNAPSHOT_VERSION = 1
+NO_SUITE = "_workloads"
+"""Folder for baselines of runs that named workloads instead of a suite."""
+
+
+def snapshot_path(out_dir: Path, suite: str | None, key: str) -> Path:
+    """Where the snapshot of one key lives."""
+    return out_dir / (suite or NO_SUITE) / f"{key}.json"
+
+
+def export_baselines(engine: Engine, branch: str, out_dir: Path) -> tuple[list[Path], list[Path]]:
+    """Write every live baseline of ``branch``; remove stale snapshots of that branch.
+
+    Returns (written, removed) paths. Output is deterministic: the same database state gives
+    byte-identical files.
+    """
+    with Session(engine) as session:
+        documents = {
+            snapshot_path(out_dir, b.suite, b.key): snapshot(session, b)
+            for b in list_baselines(session, branch=branch)
+        }
+    written = []
+    for path, document in sorted(documents.items()):
+        if not path.exists() or json.loads(path.read_text()) != document:
+            write_json_atomic(path, document)
+        written.append(path)
+    removed = [p for p in _branch_snapshots(out_dir, branch) if p not in documents]
+    for path in removed:
+        path.unlink()
+    return written, removed
+
+
+def snapshot(session: Session, baseline: BaselineRow) -> dict[str, Any]:
+    """The snapshot document of one baseline."""
+    assert baseline.id is not None
+    members = baseline_members(session, baseline.id)
+    runs = runs_by_id(session, [m.run_id for m in members])
+    return {
+        "schema": SNAPSHOT_SCHEMA,
+        "schema_version": SNAPSHOT_VERSION,
+        "key": baseline.key,
+        "suite": baseline.suite,
+        "workload": baseline.workload,
+        "definition_hash": baseline.definition_hash,
+        "knobs": baseline.knobs,
+        "branch": baseline.branch,
+        "environment_key": baseline.environment_key,
+        "environment": environment_fingerprint(session, baseline.environment_key),
+        "created_at": baseline.created_at,
+        "reason": baseline.reason,
+        "method": baseline.method,
+        "metrics": baseline.metrics,
+        "runs": sorted(
+            (
+                {
+                    "run_id": m.run_id,
+                    "commit": runs[m.run_id].commit if m.run_id in runs else None,
+                    "started_at": runs[m.run_id].started_at if m.run_id in runs else None,
+                    "used": m.used,
+                }
+                for m in members
+            ),
+            key=lambda r: (r["started_at"] or "", r["run_id"]),
+        ),
+    }
+
+
+def _branch_snapshots(out_dir: Path, branch: str) -> list[Path]:
+    found = []
+    for path in sorted(out_dir.glob("*/*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if data.get("schema") == SNAPSHOT_SCHEMA and data.get("branch") == branch:
+            found.append(path)
+    return found

@@ -1,0 +1,163 @@
+"""Baseline refresh, show and export on a real SQLite database of synthetic nightly runs."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlmodel import Session, select
+
+from perfgate.baseline.export import export_baselines, snapshot_path
+from perfgate.baseline.refresh import RefreshPolicy, refresh_baselines
+from perfgate.result import (
+    RepeatResult,
+    RunResult,
+    RunSettings,
+    SourceInfo,
+    WorkloadResult,
+    WorkloadSummary,
+)
+from perfgate.store.engine import make_engine
+from perfgate.store.history import baseline_key
+from perfgate.store.ingest import store_run
+from perfgate.store.tables import BaselineRow, ChangePointRow
+from perfgate.telemetry.fingerprint import fingerprint_key
+
+START = datetime(2026, 11, 1, tzinfo=timezone.utc)
+ENVIRONMENT = {"device": "cpu", "cpu": {"model": "test cpu", "physical_cores": 2}}
+
+
+def nightly_run(index: int, step_s: float, branch: str = "main") -> RunResult:
+    """One nightly run of ``mlp`` whose three repeats have a median step time of ``step_s``."""
+    repeats = [
+        RepeatResult(
+            index=r,
+            status="ok",
+            timer="perf_counter",
+            step_times_s=[step_s * f for f in (0.99, 1.0, 1.01)],
+            losses=[1.0],
+        )
+        for r in range(3)
+    ]
+    workload = WorkloadResult(
+        name="mlp",
+        version=1,
+        kind="builtin",
+        factory="perfgate.workloads.mlp:build",
+        preset="smoke",
+        definition_hash="d" * 64,
+        knobs={"precision": "off"},
+        params={},
+        device="cpu",
+        status="ok",
+        samples_per_step=64,
+        repeats=repeats,
+        summary=WorkloadSummary(ok_repeats=3, median_step_s=step_s, mfu_reason="CPU"),
+    )
+    started = (START + timedelta(hours=index)).isoformat(timespec="seconds")
+    return RunResult(
+        run_id=str(uuid.UUID(int=index + 1)),
+        perfgate_version="0.1.0",
+        started_at=started,
+        finished_at=started,
+        suite="smoke",
+        device="cpu",
+        settings=RunSettings(repeats=3, steps=3, warmup=1, timeout_s=60, threads=2, seed=0),
+        source=SourceInfo(commit=f"c{index:03d}", branch=branch, trigger="nightly"),
+        environment=ENVIRONMENT,
+        workloads=[workload],
+    )
+
+
+def history(values: list[float], tmp_path: Path, first_index: int = 0) -> str:
+    url = f"sqlite:///{tmp_path / 'history.db'}"
+    for offset, value in enumerate(values):
+        store_run(url, nightly_run(first_index + offset, value), tmp_path)
+    return url
+
+
+def noisy(level: float, count: int, seed: int, cv: float = 0.02) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return [float(v) for v in level * (1 + cv * rng.standard_normal(count))]
+
+
+KEY = baseline_key("smoke", "d" * 64, {"precision": "off"}, fingerprint_key(ENVIRONMENT), "main")
+
+
+def test_step_is_found_and_the_baseline_moves_after_it(tmp_path: Path) -> None:
+    url = history(noisy(0.100, 30, 1) + noisy(0.112, 10, 2), tmp_path)
+    engine = make_engine(url, tmp_path)
+    (outcome,) = refresh_baselines(engine, "main")
+    assert outcome.key == KEY and outcome.action == "created"
+    assert [c.index for c in outcome.change_points] == [30]
+    with Session(engine) as session:
+        (baseline,) = session.exec(select(BaselineRow)).all()
+        (step,) = session.exec(select(ChangePointRow)).all()
+    # Newest segment is runs 30..39; the last min_segment-1 = 4 are not confirmed yet.
+    assert baseline.method["first_run"] == str(uuid.UUID(int=31))
+    assert baseline.method["last_run"] == str(uuid.UUID(int=36))
+    assert baseline.metrics["step_time_s"]["median"] == pytest.approx(0.112, rel=0.03)
+    assert len(baseline.metrics["step_time_s"]["repeat_values"]) == 6 * 3
+    assert (step.commit_before, step.commit_after) == ("c029", "c030")
+
+
+def test_refresh_is_stable_and_a_spike_never_moves_a_baseline(tmp_path: Path) -> None:
+    values = noisy(0.100, 20, 3)
+    url = history(values, tmp_path)
+    engine = make_engine(url, tmp_path)
+    (first,) = refresh_baselines(engine, "main")
+    (again,) = refresh_baselines(engine, "main")
+    assert (first.action, again.action) == ("created", "unchanged")
+
+    store_run(url, nightly_run(20, 0.300), tmp_path)  # one 3x stall
+    for offset in range(1, 6):
+        store_run(url, nightly_run(20 + offset, noisy(0.100, 1, 10 + offset)[0]), tmp_path)
+    (after_spike,) = refresh_baselines(engine, "main")
+    assert after_spike.change_points == []
+    assert after_spike.action == "unchanged"
+
+
+def test_first_baseline_needs_enough_runs(tmp_path: Path) -> None:
+    url = history([0.1, 0.1], tmp_path)
+    (outcome,) = refresh_baselines(make_engine(url, tmp_path), "main")
+    assert outcome.action == "insufficient" and "3 needed" in outcome.reason
+
+
+def test_moved_baseline_retires_the_old_one(tmp_path: Path) -> None:
+    url = history(noisy(0.100, 12, 4), tmp_path)
+    engine = make_engine(url, tmp_path)
+    refresh_baselines(engine, "main", RefreshPolicy(window=10))
+    for offset, value in enumerate(noisy(0.125, 12, 5)):
+        store_run(url, nightly_run(12 + offset, value), tmp_path)
+    (outcome,) = refresh_baselines(engine, "main", RefreshPolicy(window=10))
+    assert outcome.action == "moved" and "change point" in outcome.reason
+    with Session(engine) as session:
+        rows = session.exec(select(BaselineRow).order_by(BaselineRow.id)).all()
+    assert [r.status for r in rows] == ["retired", "live"]
+    assert rows[0].retired_at is not None
+    assert rows[1].metrics["step_time_s"]["median"] == pytest.approx(0.125, rel=0.03)
+
+
+def test_export_is_deterministic_and_mirrors_live_baselines(tmp_path: Path) -> None:
+    url = history(noisy(0.100, 8, 6), tmp_path)
+    engine = make_engine(url, tmp_path)
+    refresh_baselines(engine, "main")
+    out = tmp_path / "baselines"
+    stale = out / "smoke" / ("0" * 64 + ".json")
+    stale.parent.mkdir(parents=True)
+    stale.write_text('{"schema": "perfgate.baseline", "branch": "main"}')
+    written, removed = export_baselines(engine, "main", out)
+    path = snapshot_path(out, "smoke", KEY)
+    assert written == [path] and removed == [stale] and not stale.exists()
+    first = path.read_bytes()
+    export_baselines(engine, "main", out)
+    assert path.read_bytes() == first
+    import json
+
+    data = json.loads(first)
+    assert data["workload"] == "mlp" and data["environment"] == ENVIRONMENT
+    assert [r["commit"] for r in data["runs"]][:2] == ["c000", "c001"]
+    assert "step_times_s" not in first.decode()

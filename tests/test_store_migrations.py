@@ -1,0 +1,207 @@
+"""Schema migrations: first use, upgrades that keep data, refusal of older and newer schemas."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config as AlembicConfig
+from alembic.runtime.migration import MigrationContext
+from conftest_db import count_rows, fake_run, query
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.engine import Connection
+from sqlmodel import SQLModel
+
+from perfgate.errors import ExitCode, InfrastructureError
+from perfgate.result import write_result
+from perfgate.store import tables
+from perfgate.store.engine import (
+    MIGRATIONS,
+    SchemaOutOfDate,
+    SchemaTooNew,
+    StoreUnavailable,
+    head_revision,
+    make_engine,
+    normalise_url,
+    schema_revision,
+    upgrade_database,
+)
+from perfgate.store.ingest import store_run
+
+pytest_plugins = ["conftest_db"]
+FIRST_TABLES = ["environments", "runs", "workload_results", "repeat_samples"]
+NEW_TABLES = ["metric_summaries", "baselines", "baseline_runs", "change_points"]
+
+
+@contextmanager
+def connected(url: str) -> Iterator[Connection]:
+    """A committed transaction on a plain engine (no perfgate schema check)."""
+    engine = create_engine(url)
+    try:
+        with engine.begin() as connection:
+            yield connection
+    finally:
+        engine.dispose()
+
+
+def migrate_to(url: str, revision: str) -> None:
+    with connected(url) as connection:
+        config = AlembicConfig()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+
+
+def create_all_first_tables(url: str) -> None:
+    """What perfgate 0.1 did: ``create_all`` of its four tables, no ``alembic_version``."""
+    engine = create_engine(url)
+    names = set(FIRST_TABLES)
+    SQLModel.metadata.create_all(
+        engine, tables=[t for t in SQLModel.metadata.sorted_tables if t.name in names]
+    )
+    engine.dispose()
+
+
+def insert_first_version_rows(url: str) -> None:
+    """A run with two workloads and three samples, as plain SQL (no ORM of today's tables)."""
+    with connected(url) as connection:
+        sql = [
+            "INSERT INTO environments (key, fingerprint) VALUES ('env1', :json)",
+            "INSERT INTO runs (id, suite, device, trigger, started_at, finished_at, status, "
+            "perfgate_version, environment_key, settings, document_sha256) VALUES ('run1', "
+            "'smoke', 'cpu', 'manual', '2026-01-01T00:00:00+00:00', "
+            "'2026-01-01T00:01:00+00:00', 'ok', '0.1.0', 'env1', :json, 'abc')",
+        ]
+        for statement in sql:
+            connection.execute(text(statement), {"json": json.dumps({"k": 1})})
+        for name in ("gpt", "mlp"):
+            connection.execute(
+                text(
+                    "INSERT INTO workload_results (run_id, name, version, kind, preset, "
+                    "definition_hash, knobs, status, median_step_s, peak_memory_bytes, summary) "
+                    "VALUES ('run1', :name, 1, 'builtin', 'smoke', 'h', '{}', 'ok', 0.5, 1000, "
+                    "'{}')"
+                ),
+                {"name": name},
+            )
+        for name, steps in (("gpt", "[0.5, 0.5]"), ("gpt", "[0.5]"), ("mlp", "[0.5]")):
+            connection.execute(
+                text(
+                    "INSERT INTO repeat_samples (workload_result_id, repeat_index, status, "
+                    "steady_start, median_step_s, step_times_s, losses, dataloader_wait_s) "
+                    "SELECT id, 0, 'ok', 0, 0.5, :steps, '[1.0]', '[]' FROM workload_results "
+                    "WHERE name = :name"
+                ),
+                {"name": name, "steps": steps},
+            )
+
+
+def assert_first_version_rows_intact(url: str) -> None:
+    counts = {name: count_rows(url, name) for name in FIRST_TABLES}
+    assert counts == {"environments": 1, "runs": 1, "workload_results": 2, "repeat_samples": 3}
+    rows = query(url, "SELECT step_times_s FROM repeat_samples ORDER BY id")
+    steps = [json.loads(row[0]) if isinstance(row[0], str) else row[0] for row in rows]
+    assert steps == [[0.5, 0.5], [0.5], [0.5]]
+
+
+def table_names(url: str) -> set[str]:
+    with connected(url) as connection:
+        return set(inspect(connection).get_table_names())
+
+
+def test_first_use_migrates_an_empty_database_to_head(database_url: str, tmp_path: Path) -> None:
+    make_engine(database_url, tmp_path).dispose()
+    assert table_names(database_url) >= {*FIRST_TABLES, *NEW_TABLES, "alembic_version"}
+    with connected(database_url) as connection:
+        assert schema_revision(connection) == head_revision() == "0002"
+    assert upgrade_database(database_url, tmp_path) == ("0002", "0002")
+
+
+def test_migrations_create_exactly_the_tables_of_tables_py(
+    database_url: str, tmp_path: Path
+) -> None:
+    make_engine(database_url, tmp_path).dispose()
+    assert tables.RunRow.__tablename__ == "runs"  # registers every table on the metadata
+    with connected(database_url) as connection:
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        differences = compare_metadata(context, SQLModel.metadata)
+    if database_url.startswith("sqlite"):  # INTEGER is 64-bit there: 0002 widens it elsewhere
+        differences = [d for d in differences if d[0][3] != "peak_memory_bytes"]
+    assert differences == []
+
+
+@pytest.mark.parametrize(
+    "prepare",
+    [lambda url: migrate_to(url, "0001"), create_all_first_tables],
+    ids=["revision-0001", "legacy-create-all"],
+)
+def test_upgrade_from_the_first_schema_keeps_every_row(
+    database_url: str, tmp_path: Path, prepare: Callable[[str], None]
+) -> None:
+    prepare(database_url)
+    insert_first_version_rows(database_url)
+    with connected(database_url) as connection:
+        assert schema_revision(connection) == "0001"
+
+    with pytest.raises(SchemaOutOfDate) as refused:
+        make_engine(database_url, tmp_path)
+    assert refused.value.exit_code == ExitCode.INFRASTRUCTURE
+    assert isinstance(refused.value, InfrastructureError)
+    assert str(refused.value) == (
+        "database schema is at revision 0001, this perfgate needs 0002 — run `perfgate db upgrade`"
+    )
+
+    assert upgrade_database(database_url, tmp_path) == ("0001", "0002")
+    assert_first_version_rows_intact(database_url)
+    assert table_names(database_url) >= set(NEW_TABLES)
+    assert store_run(database_url, fake_run(), tmp_path)
+    assert count_rows(database_url, "runs") == 2
+
+
+def test_a_database_from_a_newer_perfgate_is_refused(database_url: str, tmp_path: Path) -> None:
+    make_engine(database_url, tmp_path).dispose()
+    with connected(database_url) as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = '0099'"))
+    for attempt in (make_engine, upgrade_database):
+        with pytest.raises(SchemaTooNew, match=r"0099.*upgrade perfgate"):
+            attempt(database_url, tmp_path)
+
+
+def test_db_upgrade_through_the_cli(database_url: str, tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+    migrate_to(database_url, "0001")
+    password_url = database_url.replace("postgres@", "postgres:s3cret@")
+    (tmp_path / "perfgate.toml").write_text(f'database_url = "{password_url}"\n')
+
+    document = tmp_path / "run.json"
+    write_result(document, fake_run())
+    refused = perfgate_cli("ingest", str(document), cwd=tmp_path)
+    assert refused.returncode == ExitCode.INFRASTRUCTURE
+    assert "revision 0001, this perfgate needs 0002 — run `perfgate db upgrade`" in refused.stderr
+
+    upgraded = perfgate_cli("db", "upgrade", cwd=tmp_path)
+    assert upgraded.returncode == ExitCode.OK, upgraded.stderr
+    assert "upgraded from 0001 to revision 0002" in upgraded.stdout
+    assert "s3cret" not in upgraded.stdout + upgraded.stderr
+    stored = perfgate_cli("ingest", str(document), cwd=tmp_path)
+    assert stored.returncode == ExitCode.OK and "stored" in stored.stdout
+
+
+def test_unreachable_postgres_is_store_unavailable_with_the_password_masked(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(StoreUnavailable) as unavailable:
+        make_engine("postgresql://perfgate:hunter2@127.0.0.1:1/perfgate", tmp_path)
+    message = str(unavailable.value)
+    assert "hunter2" not in message and "***" in message
+    assert "\n" not in message and unavailable.value.exit_code == ExitCode.INFRASTRUCTURE
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
+def test_postgres_urls_use_psycopg_3(scheme: str) -> None:
+    assert normalise_url(f"{scheme}://u:p@h/db") == "postgresql+psycopg://u:p@h/db"
+    assert normalise_url("sqlite:///x.db") == "sqlite:///x.db"
