@@ -1,4 +1,4 @@
-"""Baseline refresh, show and export on a real SQLite database of synthetic nightly runs."""
+"""Baseline refresh and export on real SQLite and PostgreSQL databases of synthetic nightly runs."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from perfgate.result import (
 )
 from perfgate.store.engine import make_engine
 from perfgate.store.history import baseline_key
-from perfgate.store.ingest import store_run
+from perfgate.store.ingest import store_run, store_runs
 from perfgate.store.tables import BaselineRow, ChangePointRow
 from perfgate.telemetry.fingerprint import fingerprint_key
 
@@ -72,10 +72,13 @@ def nightly_run(index: int, step_s: float, branch: str = "main") -> RunResult:
     )
 
 
-def history(values: list[float], tmp_path: Path, first_index: int = 0) -> str:
-    url = f"sqlite:///{tmp_path / 'history.db'}"
-    for offset, value in enumerate(values):
-        store_run(url, nightly_run(first_index + offset, value), tmp_path)
+pytest_plugins = ["conftest_db"]
+
+
+def history(url: str, values: list[float], tmp_path: Path) -> str:
+    store_runs(
+        url, [(nightly_run(index, value), None) for index, value in enumerate(values)], tmp_path
+    )
     return url
 
 
@@ -87,8 +90,8 @@ def noisy(level: float, count: int, seed: int, cv: float = 0.02) -> list[float]:
 KEY = baseline_key("smoke", "d" * 64, {"precision": "off"}, fingerprint_key(ENVIRONMENT), "main")
 
 
-def test_step_is_found_and_the_baseline_moves_after_it(tmp_path: Path) -> None:
-    url = history(noisy(0.100, 30, 1) + noisy(0.112, 10, 2), tmp_path)
+def test_step_is_found_and_the_baseline_moves_after_it(database_url: str, tmp_path: Path) -> None:
+    url = history(database_url, noisy(0.100, 30, 1) + noisy(0.112, 10, 2), tmp_path)
     engine = make_engine(url, tmp_path)
     (outcome,) = refresh_baselines(engine, "main")
     assert outcome.key == KEY and outcome.action == "created"
@@ -104,9 +107,11 @@ def test_step_is_found_and_the_baseline_moves_after_it(tmp_path: Path) -> None:
     assert (step.commit_before, step.commit_after) == ("c029", "c030")
 
 
-def test_refresh_is_stable_and_a_spike_never_moves_a_baseline(tmp_path: Path) -> None:
+def test_refresh_is_stable_and_a_spike_never_moves_a_baseline(
+    database_url: str, tmp_path: Path
+) -> None:
     values = noisy(0.100, 20, 3)
-    url = history(values, tmp_path)
+    url = history(database_url, values, tmp_path)
     engine = make_engine(url, tmp_path)
     (first,) = refresh_baselines(engine, "main")
     (again,) = refresh_baselines(engine, "main")
@@ -120,14 +125,14 @@ def test_refresh_is_stable_and_a_spike_never_moves_a_baseline(tmp_path: Path) ->
     assert after_spike.action == "unchanged"
 
 
-def test_first_baseline_needs_enough_runs(tmp_path: Path) -> None:
-    url = history([0.1, 0.1], tmp_path)
+def test_first_baseline_needs_enough_runs(database_url: str, tmp_path: Path) -> None:
+    url = history(database_url, [0.1, 0.1], tmp_path)
     (outcome,) = refresh_baselines(make_engine(url, tmp_path), "main")
     assert outcome.action == "insufficient" and "3 needed" in outcome.reason
 
 
-def test_moved_baseline_retires_the_old_one(tmp_path: Path) -> None:
-    url = history(noisy(0.100, 12, 4), tmp_path)
+def test_moved_baseline_retires_the_old_one(database_url: str, tmp_path: Path) -> None:
+    url = history(database_url, noisy(0.100, 12, 4), tmp_path)
     engine = make_engine(url, tmp_path)
     refresh_baselines(engine, "main", RefreshPolicy(window=10))
     for offset, value in enumerate(noisy(0.125, 12, 5)):
@@ -141,8 +146,10 @@ def test_moved_baseline_retires_the_old_one(tmp_path: Path) -> None:
     assert rows[1].metrics["step_time_s"]["median"] == pytest.approx(0.125, rel=0.03)
 
 
-def test_export_is_deterministic_and_mirrors_live_baselines(tmp_path: Path) -> None:
-    url = history(noisy(0.100, 8, 6), tmp_path)
+def test_export_is_deterministic_and_mirrors_live_baselines(
+    database_url: str, tmp_path: Path
+) -> None:
+    url = history(database_url, noisy(0.100, 8, 6), tmp_path)
     engine = make_engine(url, tmp_path)
     refresh_baselines(engine, "main")
     out = tmp_path / "baselines"
@@ -161,3 +168,23 @@ def test_export_is_deterministic_and_mirrors_live_baselines(tmp_path: Path) -> N
     assert data["workload"] == "mlp" and data["environment"] == ENVIRONMENT
     assert [r["commit"] for r in data["runs"]][:2] == ["c000", "c001"]
     assert "step_times_s" not in first.decode()
+
+
+def test_baseline_commands_through_the_cli(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    (tmp_path / "perfgate.toml").write_text(f'database_url = "{url}"\n')
+    history(url, noisy(0.100, 20, 7) + noisy(0.120, 12, 8), tmp_path)
+
+    refreshed = perfgate_cli("baseline", "refresh", "--branch", "main", cwd=tmp_path)
+    assert refreshed.returncode == 0, refreshed.stderr
+    assert "created" in refreshed.stdout and "@20 +" in refreshed.stdout
+
+    shown = perfgate_cli("baseline", "show", "--all", cwd=tmp_path)
+    assert shown.returncode == 0 and "mlp" in shown.stdout and "live" in shown.stdout
+
+    exported = perfgate_cli("baseline", "export", "--branch", "main", cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    assert (tmp_path / "baselines" / "smoke" / f"{KEY}.json").is_file()
+
+    bad = perfgate_cli("baseline", "refresh", "--branch", "main", "--window", "2", cwd=tmp_path)
+    assert bad.returncode == 2 and "--min-runs" in bad.stderr
