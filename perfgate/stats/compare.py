@@ -1,0 +1,293 @@
+"""The regression decision for one metric, and the correction across all of them.
+
+Method (pure functions, repeats in, verdict objects out):
+
+- **Unit**: the repeat. Each side is the per-repeat values of one metric (e.g. each repeat's
+  median steady step time); steps never enter here.
+- **Effect**: the ratio of medians, expressed so that > 1 is *worse* whatever the metric's
+  direction (head/base for lower-is-better step time, base/head for throughput), with a seeded
+  percentile-bootstrap interval on its logarithm.
+- **Significance**: two-sided Mann–Whitney U (exact for small samples), p-values of all
+  workloads × metrics corrected together with Benjamini–Hochberg
+  (``scipy.stats.false_discovery_control``).
+- **Verdict**: *regression* only when the whole interval lies beyond the practical threshold
+  (ratio > 1 + t) **and** the corrected test agrees; *improvement* symmetrically
+  (ratio < 1/(1 + t));
+  *no change* when the interval lies inside the band; otherwise *inconclusive* — also whenever a
+  side is bimodal, too noisy or was measured on a throttled GPU, or has too few repeats for the
+  test to ever reach significance. Every comparison reports the smallest change it could have
+  detected.
+
+The bootstrap is written out (a few lines of numpy) rather than taken from
+``scipy.stats.bootstrap`` because the verdict must be exactly mirrored when the two sides are
+swapped: the resampling streams are assigned to the two samples in a canonical order that does
+not depend on which one is called "head" (and does not change when all values are scaled).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import numpy as np
+from scipy import stats
+
+from perfgate.errors import UsageError
+
+Direction = Literal["lower", "higher"]
+Verdict = Literal["regression", "improvement", "no_change", "inconclusive"]
+
+BOOTSTRAP_RESAMPLES = 4000
+CONFIDENCE = 0.95
+ALPHA = 0.05
+MAX_CV = 0.25
+"""A side whose coefficient of variation exceeds this is too noisy to judge."""
+MAX_THROTTLED_SHARE = 0.05
+"""More than this share of GPU samples taken while throttled makes a side unsafe to judge."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SideQuality:
+    """What is wrong with one side's samples, if anything."""
+
+    bimodal: bool = False
+    cv: float | None = None
+    throttled_share: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricComparison:
+    """One metric of one workload: the effect, its interval, the test and the verdict."""
+
+    metric: str
+    direction: Direction
+    baseline_median: float
+    head_median: float
+    ratio: float
+    """Worse-is-greater ratio of medians (1.05 = 5 % worse)."""
+    ci_low: float
+    ci_high: float
+    p_value: float
+    threshold: float
+    """Practical threshold as a relative change (0.05 = 5 %)."""
+    min_detectable: float
+    """Smallest relative worsening this comparison would flag (inf when it never could)."""
+    baseline_repeats: int
+    head_repeats: int
+    verdict: Verdict
+    reasons: tuple[str, ...] = ()
+    p_adjusted: float | None = None
+    quality: tuple[SideQuality, SideQuality] = field(default=(SideQuality(), SideQuality()))
+
+
+def compare_metric(
+    metric: str,
+    baseline: Sequence[float],
+    head: Sequence[float],
+    *,
+    direction: Direction,
+    threshold: float,
+    baseline_throttled: float | None = None,
+    head_throttled: float | None = None,
+    seed: int = 0,
+) -> MetricComparison:
+    """Compare one metric before multiple-testing correction (``p_adjusted`` = raw p).
+
+    Call :func:`correct` on all comparisons of a run to get the final verdicts.
+    """
+    base = _validated(metric, "baseline", baseline)
+    new = _validated(metric, "head", head)
+    if not 0 < threshold < 1:
+        raise UsageError(f"threshold {threshold!r} for {metric} is not in (0, 1)", "use e.g. 0.05")
+    worse, better = (new, base) if direction == "lower" else (base, new)
+    ratio = _median(worse) / _median(better)
+    low, high = log_ratio_interval(worse, better, seed=seed)
+    p_value = mann_whitney_p(base, new)
+    quality = (
+        side_quality(base, baseline_throttled),
+        side_quality(new, head_throttled),
+    )
+    comparison = MetricComparison(
+        metric=metric,
+        direction=direction,
+        baseline_median=_median(base),
+        head_median=_median(new),
+        ratio=ratio,
+        ci_low=math.exp(low),
+        ci_high=math.exp(high),
+        p_value=p_value,
+        threshold=threshold,
+        min_detectable=_min_detectable(low, high, threshold, len(base), len(new)),
+        baseline_repeats=len(base),
+        head_repeats=len(new),
+        verdict="inconclusive",
+        quality=quality,
+    )
+    return decide(comparison, p_value)
+
+
+def correct(
+    comparisons: Sequence[MetricComparison], alpha: float = ALPHA
+) -> list[MetricComparison]:
+    """Benjamini–Hochberg over every comparison of the run, then the final verdicts."""
+    if not comparisons:
+        return []
+    adjusted = stats.false_discovery_control([c.p_value for c in comparisons], method="bh")
+    return [decide(c, float(p), alpha) for c, p in zip(comparisons, adjusted, strict=True)]
+
+
+def decide(
+    comparison: MetricComparison, p_adjusted: float, alpha: float = ALPHA
+) -> MetricComparison:
+    """The verdict from the interval, the threshold and the corrected p-value."""
+    upper = 1 + comparison.threshold
+    lower = 1 / upper
+    reasons = list(_quality_reasons(comparison))
+    if math.isinf(comparison.min_detectable):
+        reasons.append(
+            f"too few repeats ({comparison.baseline_repeats} baseline, "
+            f"{comparison.head_repeats} head) for the test ever to reach p < {ALPHA:g}"
+        )
+    significant = p_adjusted <= alpha
+    if reasons:
+        verdict: Verdict = "inconclusive"
+    elif comparison.ci_low > upper and significant:
+        verdict = "regression"
+    elif comparison.ci_high < lower and significant:
+        verdict = "improvement"
+    elif comparison.ci_low >= lower and comparison.ci_high <= upper:
+        verdict = "no_change"
+    else:
+        verdict = "inconclusive"
+        if comparison.ci_low > upper or comparison.ci_high < lower:
+            reasons.append(f"interval beyond the threshold but corrected p = {p_adjusted:.3g}")
+        else:
+            reasons.append(
+                f"interval {comparison.ci_low:.3f}–{comparison.ci_high:.3f} straddles the "
+                f"±{comparison.threshold:.0%} threshold"
+            )
+    return replace(comparison, verdict=verdict, reasons=tuple(reasons), p_adjusted=p_adjusted)
+
+
+def log_ratio_interval(
+    worse: np.ndarray, better: np.ndarray, *, seed: int = 0, confidence: float = CONFIDENCE
+) -> tuple[float, float]:
+    """Percentile-bootstrap interval of log(median(worse) / median(better)).
+
+    Resampling streams are assigned in a canonical order of the two samples, so swapping them
+    gives exactly the mirrored interval, and scaling both leaves the indexes unchanged.
+    """
+    # Sorted: the resampled medians then depend on each sample as a multiset, not on its order.
+    worse, better = np.sort(worse), np.sort(better)
+    first, second = (worse, better) if _canonical_first(worse, better) else (better, worse)
+    rng = np.random.default_rng(seed)
+    first_medians = _resampled_medians(first, rng)
+    second_medians = _resampled_medians(second, rng)
+    logs = np.log(first_medians) - np.log(second_medians)
+    if np.array_equal(worse, better):
+        # Identical samples: no order can tell them apart, so use both orientations (they are
+        # exchangeable) and the interval is symmetric around a ratio of 1.
+        logs = np.concatenate([logs, -logs])
+    elif first is not worse:
+        logs = -logs
+    # Order statistics rather than interpolated percentiles: exactly mirrored under negation.
+    ordered = np.sort(logs)
+    k = int((1 - confidence) / 2 * len(ordered))
+    return float(ordered[k]), float(ordered[len(ordered) - 1 - k])
+
+
+def _resampled_medians(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    indexes = rng.integers(0, len(values), (BOOTSTRAP_RESAMPLES, len(values)))
+    return np.median(values[indexes], axis=1)
+
+
+def mann_whitney_p(baseline: np.ndarray, head: np.ndarray) -> float:
+    """Two-sided Mann–Whitney U p-value (exact for small samples without ties)."""
+    if np.ptp(np.concatenate([baseline, head])) == 0:
+        return 1.0
+    return float(stats.mannwhitneyu(head, baseline, alternative="two-sided").pvalue)
+
+
+def side_quality(values: np.ndarray, throttled_share: float | None) -> SideQuality:
+    """Noise, bimodality and throttling of one side."""
+    mean = float(np.mean(values))
+    cv = float(np.std(values, ddof=1) / mean) if len(values) > 1 and mean > 0 else None
+    return SideQuality(bimodal=is_bimodal(values), cv=cv, throttled_share=throttled_share)
+
+
+def is_bimodal(values: np.ndarray) -> bool:
+    """Two well-separated clusters: a gap between sorted values that splits them into groups of
+    at least two (and a quarter of the sample) each, wider than 4× the larger group's spread
+    and than 5 % of the median.
+
+    With the handful of repeats a CI job affords, formal tests (Hartigan's dip) have no power;
+    this rule catches the case that matters — two machine states, e.g. a fast and a slow
+    clock or a cache that sometimes misses — without firing on ordinary noise.
+    """
+    ordered = np.sort(values)
+    n = len(ordered)
+    smallest = max(2, math.ceil(n / 4))
+    if n < 2 * smallest:
+        return False
+    gaps = np.diff(ordered)
+    median = float(np.median(ordered))
+    for cut in range(smallest, n - smallest + 1):
+        left, right = ordered[:cut], ordered[cut:]
+        spread = max(float(np.ptp(left)), float(np.ptp(right)))
+        gap = float(gaps[cut - 1])
+        if gap > 4 * spread and gap > 0.05 * median:
+            return True
+    return False
+
+
+def _quality_reasons(comparison: MetricComparison) -> list[str]:
+    reasons = []
+    for side, quality in zip(("baseline", "head"), comparison.quality, strict=True):
+        if quality.bimodal:
+            reasons.append(f"{side} repeats are bimodal")
+        if quality.cv is not None and quality.cv > MAX_CV:
+            reasons.append(f"{side} repeats too noisy (CV {quality.cv:.0%} > {MAX_CV:.0%})")
+        if quality.throttled_share is not None and quality.throttled_share > MAX_THROTTLED_SHARE:
+            reasons.append(
+                f"{side} GPU throttled in {quality.throttled_share:.0%} of telemetry samples"
+            )
+    return reasons
+
+
+def _min_detectable(low: float, high: float, threshold: float, n_base: int, n_head: int) -> float:
+    """Smallest relative worsening whose interval would clear the threshold: the threshold
+    plus this comparison's half-width (on the log scale); inf when the exact Mann–Whitney test
+    cannot reach ``ALPHA`` with these sample sizes however large the change."""
+    smallest_p = 2 / math.comb(n_base + n_head, n_base)
+    if smallest_p > ALPHA:
+        return math.inf
+    half_width = (high - low) / 2
+    return (1 + threshold) * math.exp(half_width) - 1
+
+
+def _canonical_first(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` takes the first resampling stream: an order of the two samples that
+    ignores their names and their scale."""
+    scale = float(np.median(np.concatenate([a, b])))
+    key_a = (float(np.median(a)) / scale, len(a), tuple(np.sort(a) / scale))
+    key_b = (float(np.median(b)) / scale, len(b), tuple(np.sort(b) / scale))
+    return key_a <= key_b
+
+
+def _validated(metric: str, side: str, values: Sequence[float]) -> np.ndarray:
+    array = np.asarray(values, dtype=float)
+    if array.ndim != 1 or len(array) == 0:
+        raise UsageError(f"{metric}: the {side} has no repeat values", "run at least one repeat")
+    if not np.all(np.isfinite(array)):
+        raise UsageError(
+            f"{metric}: the {side} holds NaN or infinite values", "re-run the workload"
+        )
+    if np.any(array <= 0):
+        raise UsageError(f"{metric}: the {side} holds non-positive values", "check the metric")
+    return array
+
+
+def _median(values: np.ndarray) -> float:
+    return float(np.median(values))
