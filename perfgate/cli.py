@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from perfgate.cli_baseline import baseline_app
+from perfgate.cli_compare import compare
 from perfgate.config import load_config
 from perfgate.errors import ExitCode, PerfgateError
 
@@ -71,10 +72,19 @@ def run(
     trigger: str | None = typer.Option(None, help="pr, nightly or manual (default: from CI)"),
     out: Path | None = typer.Option(None, "--out", "-o", help="result document path"),
     no_store: bool = typer.Option(False, "--no-store", help="write the document only, no database"),
+    inject_slowdown: str | None = typer.Option(
+        None,
+        "--inject-slowdown",
+        help="canary: add this much honest extra cost per step (e.g. 5%)",
+    ),
     config: Path | None = CONFIG_OPTION,
 ) -> None:
     """Run workloads, write a result document, and store it (unless --no-store)."""
-    from perfgate.runner.plan import Selection
+    from perfgate.runner.plan import Selection, parse_slowdown
+
+    slowdown = (
+        guarded(lambda: parse_slowdown(inject_slowdown)) if inject_slowdown is not None else None
+    )
 
     selection = Selection(
         suite=suite,
@@ -88,6 +98,7 @@ def run(
         threads=threads,
         seed=seed,
         shard=shard,
+        inject_slowdown=slowdown,
     )
     outcome = guarded(lambda: _measure(config, selection, device, out, not no_store, trigger))
     from perfgate.report.run_summary import failure_lines, mfu_notes, summary_table
@@ -95,6 +106,11 @@ def run(
     console.print(summary_table(outcome.result))
     for note in mfu_notes(outcome.result):
         console.print(note, highlight=False, markup=False)
+    if slowdown:
+        console.print(
+            f"canary run: +{slowdown * 100:g}% injected per step; it will never become a baseline",
+            highlight=False,
+        )
     console.print(f"result: {outcome.path}", highlight=False)
     if outcome.stored_in:
         console.print(f"stored in {outcome.stored_in}", highlight=False)
@@ -198,6 +214,7 @@ db_app = typer.Typer(
 )
 app.add_typer(db_app, name="db")
 app.add_typer(baseline_app, name="baseline")
+app.command("compare")(compare)
 
 
 @db_app.command("upgrade")

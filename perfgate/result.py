@@ -67,6 +67,9 @@ class RepeatResult:
     telemetry_summary: dict[str, Any] | None = None
     """Telemetry restricted to the measured window."""
     stderr_tail: str | None = None
+    injected_s_per_step: float | None = None
+    """Canary runs only: seconds of real work added to each measured step (``--inject-slowdown``),
+    so a reader can check the gate saw the regression it was given."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,6 +144,9 @@ class RunSettings:
     threads: int | None
     seed: int
     shard: str | None = None
+    inject_slowdown: float | None = None
+    """Canary runs only: the extra cost added to each measured step, as a fraction of the
+    workload's warm-up step time. A canary run never becomes part of a baseline."""
 
 
 @dataclass(frozen=True, kw_only=True)

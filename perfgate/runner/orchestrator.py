@@ -106,6 +106,7 @@ def worker_spec(
         "warmup": settings.warmup,
         "steps": settings.steps,
         "count_flops": count_flops,
+        "inject_slowdown": settings.inject_slowdown,
     }
 
 
@@ -135,6 +136,7 @@ def _repeat_result(index: int, outcome: RepeatProcessResult) -> RepeatResult:
         telemetry=outcome.telemetry,
         telemetry_summary=summary,
         stderr_tail=outcome.stderr_tail if outcome.status != "ok" else None,
+        injected_s_per_step=doc.get("injected_s_per_step"),
     )
 
 

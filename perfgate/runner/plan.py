@@ -7,6 +7,7 @@ with exit code 2 instead of after minutes of measuring.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +62,30 @@ class Selection:
     threads: int | None = None
     seed: int | None = None
     shard: str | None = None
+    inject_slowdown: float | None = None
+    """Canary: extra cost per measured step as a fraction of the step time (see parse_slowdown)."""
+
+
+MAX_SLOWDOWN_PERCENT = 1000.0
+
+
+def parse_slowdown(text: str) -> float:
+    """``--inject-slowdown`` text (``5%`` or ``5``, both percent) as a fraction (0.05).
+
+    A bare number is always percent, never a fraction: ``0.05`` meaning 5% in one place and
+    0.05% in another is how a canary ends up injecting nothing visible. 0 < N <= 1000.
+    """
+    number = text.strip().removesuffix("%").strip()
+    try:
+        percent = float(number)
+    except ValueError:
+        percent = math.nan
+    if not 0 < percent <= MAX_SLOWDOWN_PERCENT:  # also rejects nan and inf
+        raise UsageError(
+            f"--inject-slowdown {text!r} is not a percentage in (0, 1000]",
+            "write e.g. --inject-slowdown 5%",
+        )
+    return percent / 100
 
 
 def available_workloads(
@@ -214,6 +239,7 @@ def _settings(
         threads=selection.threads or config.threads,
         seed=selection.seed if selection.seed is not None else config.seed,
         shard=selection.shard,
+        inject_slowdown=selection.inject_slowdown,
     )
     _check_settings(settings)
     return settings
@@ -233,6 +259,12 @@ def _check_settings(settings: RunSettings) -> None:
             settings.threads is None or settings.threads >= 1,
             "--threads must be at least 1",
             "omit it to use the physical cores",
+        ),
+        (
+            settings.inject_slowdown is None
+            or 0 < settings.inject_slowdown <= MAX_SLOWDOWN_PERCENT / 100,
+            "--inject-slowdown must be more than 0% and at most 1000%",
+            "write e.g. --inject-slowdown 5%",
         ),
     ]
     for ok, problem, fix in checks:

@@ -11,6 +11,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Literal
 
+from perfgate.metrics import flops_per_step as per_step_flops
 from perfgate.result import FlopCount, RepeatResult, WorkloadSummary
 from perfgate.telemetry.peaks import PeakLookup, lookup_peak, mfu
 
@@ -44,7 +45,7 @@ def summarize_workload(
         return WorkloadSummary(ok_repeats=0, mfu_reason="no successful repeat")
     medians = [repeat_median(r) for r in ok]
     step_s = statistics.median(medians)
-    flops_per_step = _flops_per_step(flops)
+    flops_per_step = per_step_flops(flops)
     tflops = flops_per_step / step_s / 1e12 if flops_per_step and step_s > 0 else None
     peak = _peak(device, gpu_name, compute_dtype or "fp32")
     mfu_value, mfu_reason = (
@@ -90,13 +91,6 @@ def choose_flops(
         used=used,
         by_operator=by_operator,
     )
-
-
-def _flops_per_step(flops: FlopCount | None) -> float | None:
-    if flops is None or flops.used is None:
-        return None
-    value = flops.counted_per_step if flops.used == "counted" else flops.analytic_per_step
-    return float(value) if value else None
 
 
 def _cv(values: Sequence[float]) -> float | None:

@@ -28,6 +28,7 @@ from typing import Any
 
 from perfgate.errors import UsageError
 from perfgate.result import write_json_atomic
+from perfgate.runner.canary import SlowdownInjector
 from perfgate.runner.steady import steady_start
 from perfgate.runner.timing import make_timer
 from perfgate.workloads.protocol import TrainingSetup, WorkloadContext
@@ -140,7 +141,15 @@ def run_repeat(spec: dict[str, Any]) -> dict[str, Any]:
     source = BatchSource(setup.batches, reference)
 
     flops = count_step_flops(setup, source) if spec.get("count_flops") else None
-    measured = measure_steps(setup, source, spec["device"], spec["warmup"], spec["steps"], phases)
+    measured = measure_steps(
+        setup,
+        source,
+        spec["device"],
+        spec["warmup"],
+        spec["steps"],
+        phases,
+        inject_slowdown=spec.get("inject_slowdown"),
+    )
     return {
         "status": "ok",
         "threads": torch.get_num_threads(),
@@ -176,27 +185,39 @@ def measure_steps(
     warmup: int,
     steps: int,
     phases: dict[str, float],
+    inject_slowdown: float | None = None,
 ) -> dict[str, Any]:
     """Warm-up then measured steps, boundaries marked by the device's timer.
 
     Losses are kept as detached tensors and read once at the end, so the loop never forces a
     device synchronisation of its own.
+
+    With ``inject_slowdown`` (a canary run), the warm-up times are read after the warm-up to size
+    the extra cost, which then runs after every measured step, before its boundary mark (see
+    ``perfgate.runner.canary``). Reading them may synchronise the device, so the measured steps
+    start from a fresh boundary mark and that pause is charged to no step.
     """
     timer = make_timer(device)
+    injector: SlowdownInjector | None = None
     losses = []
     waits = []
     timer.mark()
     for index in range(warmup + steps):
         if index == warmup:
+            if inject_slowdown:
+                injector = SlowdownInjector(device, inject_slowdown, timer.durations())
+                timer.mark()
             phases["measure_start"] = time.time()
         batch, wait = source.next()
         loss = setup.step(batch)
         losses.append(loss.detach())
         waits.append(wait)
+        if injector:
+            injector.burn()
         timer.mark()
     times = timer.durations()
     phases["measure_end"] = time.time()
-    measured = times[warmup:]
+    measured = times[warmup + 1 :] if injector else times[warmup:]
     return {
         "timer": timer.name,
         "first_step_s": times[0],
@@ -205,6 +226,8 @@ def measure_steps(
         "steady_start": steady_start(measured),
         "dataloader_wait_s": waits[warmup:],
         "losses": read_losses(losses),
+        "inject_reference_s": injector.reference_s if injector else None,
+        "injected_s_per_step": injector.seconds_per_step if injector else None,
     }
 
 

@@ -20,7 +20,8 @@ from sqlalchemy.sql.dml import Insert
 from sqlmodel import Session, SQLModel, col
 
 from perfgate.errors import UsageError
-from perfgate.result import FlopCount, RepeatResult, RunResult, WorkloadResult
+from perfgate.metrics import metric_values
+from perfgate.result import RepeatResult, RunResult, WorkloadResult
 from perfgate.store.engine import make_engine, unavailable_on_error, write_transaction
 from perfgate.store.tables import (
     EnvironmentRow,
@@ -174,44 +175,3 @@ def _sample_row(workload_result_id: int, repeat: RepeatResult) -> RepeatSampleRo
         dataloader_wait_s=repeat.dataloader_wait_s,
         telemetry_summary=repeat.telemetry_summary,
     )
-
-
-def metric_values(workload: WorkloadResult) -> dict[str, list[float]]:
-    """Per metric, one value per ok repeat (metrics with no value are left out).
-
-    Rates are derived from each repeat's own median steady step, so a comparison sees the
-    spread between repeats, not just the workload's headline median.
-    """
-    ok = [r for r in workload.repeats if r.status == "ok" and r.step_times_s[r.steady_start :]]
-    step_s = [statistics.median(r.step_times_s[r.steady_start :]) for r in ok]
-    flops = _flops_per_step(workload.flops)
-    peak_tflops = workload.summary.peak_tflops if workload.summary else None
-    tflops = _rates(step_s, flops / 1e12 if flops else None)
-    metrics = {
-        "step_time_s": step_s,
-        "samples_per_s": _rates(step_s, workload.samples_per_step),
-        "tokens_per_s": _rates(step_s, workload.tokens_per_step),
-        "tflops": tflops,
-        "mfu": [t / peak_tflops for t in tflops] if peak_tflops else [],
-        "peak_memory_bytes": _peak_memory(ok, workload.device),
-    }
-    return {name: values for name, values in metrics.items() if values}
-
-
-def _rates(step_s: Sequence[float], per_step: float | None) -> list[float]:
-    if not per_step or any(s <= 0 for s in step_s):
-        return []
-    return [per_step / s for s in step_s]
-
-
-def _flops_per_step(flops: FlopCount | None) -> float | None:
-    """The FLOP figure the summary's TFLOP/s used (counted preferred, else analytic)."""
-    if flops is None or flops.used is None:
-        return None
-    value = flops.counted_per_step if flops.used == "counted" else flops.analytic_per_step
-    return float(value) if value else None
-
-
-def _peak_memory(repeats: Sequence[RepeatResult], device: str) -> list[float]:
-    key = "cuda_allocated_bytes" if device == "cuda" else "rss_bytes"
-    return [float(v) for v in (r.peak_memory.get(key) for r in repeats) if v is not None]

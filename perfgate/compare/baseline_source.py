@@ -1,0 +1,137 @@
+"""Where the baseline side of a comparison comes from: another result document, the
+``baselines/`` snapshots, or the database — each reduced to the same shape, per workload."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfgate.errors import UsageError
+from perfgate.metrics import metric_values
+from perfgate.result import RunResult, WorkloadResult
+from perfgate.telemetry.fingerprint import fingerprint_key
+
+
+@dataclass(frozen=True, kw_only=True)
+class BaselineWorkload:
+    """The baseline of one workload: per-metric repeat values and what identifies it."""
+
+    name: str
+    definition_hash: str
+    knobs: dict[str, Any]
+    environment: dict[str, Any]
+    metrics: dict[str, list[float]]
+    origin: str
+    """Where it came from, for the report (a file, a snapshot, a database baseline id)."""
+    final_loss: float | None = None
+    throttled_share: float | None = None
+    repeats: dict[str, list[float]] = field(default_factory=dict)
+
+
+def from_result(run: RunResult, origin: str) -> dict[str, BaselineWorkload]:
+    """Every successful workload of a result document, as a baseline."""
+    return {
+        w.name: BaselineWorkload(
+            name=w.name,
+            definition_hash=w.definition_hash,
+            knobs=w.knobs,
+            environment=run.environment,
+            metrics=metric_values(w),
+            origin=origin,
+            final_loss=w.summary.final_loss if w.summary else None,
+            throttled_share=throttled_share(w),
+        )
+        for w in run.workloads
+        if w.status == "ok"
+    }
+
+
+def from_snapshots(directory: Path, head: RunResult, branch: str) -> dict[str, BaselineWorkload]:
+    """Snapshots in ``directory`` (``baselines/<suite>/<key>.json``) matching the head's workloads.
+
+    A head workload whose key has no snapshot is simply absent: the caller reports it.
+    """
+    from perfgate.baseline.export import snapshot_path
+    from perfgate.store.history import baseline_key
+
+    if not directory.is_dir():
+        raise UsageError(f"baseline folder {directory} does not exist", "export baselines first")
+    found = {}
+    env_key = fingerprint_key(head.environment)
+    for workload in head.workloads:
+        key = baseline_key(head.suite, workload.definition_hash, workload.knobs, env_key, branch)
+        path = snapshot_path(directory, head.suite, key)
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text())
+        except ValueError as exc:
+            raise UsageError(
+                f"{path} is not valid JSON ({exc})", "re-export the baselines"
+            ) from None
+        found[workload.name] = _from_snapshot(data, str(path))
+    return found
+
+
+def _from_snapshot(data: dict[str, Any], origin: str) -> BaselineWorkload:
+    metrics = {
+        name: [float(v) for v in stats.get("repeat_values", [])]
+        for name, stats in data.get("metrics", {}).items()
+    }
+    return BaselineWorkload(
+        name=data["workload"],
+        definition_hash=data["definition_hash"],
+        knobs=data.get("knobs", {}),
+        environment=data.get("environment") or {},
+        metrics={name: values for name, values in metrics.items() if values},
+        origin=origin,
+    )
+
+
+def throttled_share(workload: WorkloadResult) -> float | None:
+    """The largest share of throttled GPU samples over the workload's measured windows."""
+    shares = []
+    for repeat in workload.repeats:
+        gpu = (repeat.telemetry_summary or {}).get("gpu") or {}
+        share = gpu.get("throttled_fraction")
+        if isinstance(share, (int, float)):
+            shares.append(float(share))
+    return max(shares) if shares else None
+
+
+def from_database(
+    url: str, root: Path, head: RunResult, branch: str
+) -> dict[str, BaselineWorkload]:
+    """Live baselines in the database whose key matches the head's workloads on ``branch``."""
+    from sqlmodel import Session
+
+    from perfgate.store.engine import make_engine
+    from perfgate.store.history import baseline_key, environment_fingerprint, live_baseline
+
+    engine = make_engine(url, root)
+    env_key = fingerprint_key(head.environment)
+    found = {}
+    try:
+        with Session(engine) as session:
+            for workload in head.workloads:
+                key = baseline_key(
+                    head.suite, workload.definition_hash, workload.knobs, env_key, branch
+                )
+                row = live_baseline(session, key)
+                if row is None:
+                    continue
+                found[workload.name] = _from_snapshot(
+                    {
+                        "workload": row.workload,
+                        "definition_hash": row.definition_hash,
+                        "knobs": row.knobs,
+                        "environment": environment_fingerprint(session, row.environment_key),
+                        "metrics": row.metrics,
+                    },
+                    f"database baseline {row.id} ({row.branch}, {row.created_at})",
+                )
+    finally:
+        engine.dispose()
+    return found

@@ -1,0 +1,185 @@
+"""The gate: head workloads against their baselines, every metric, one corrected verdict.
+
+Overall verdict and exit code: any regression or loss mismatch → ``regression`` (1); otherwise
+any inconclusive metric → ``inconclusive`` (4, or pass/fail by flag); otherwise ``pass`` (0).
+A head workload that failed is an infrastructure error (3), never a regression.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from perfgate.compare.baseline_source import BaselineWorkload, throttled_share
+from perfgate.errors import ExitCode, InfrastructureError, UsageError
+from perfgate.metrics import METRICS, metric_values
+from perfgate.result import RunResult, WorkloadResult
+from perfgate.stats.compare import MetricComparison, compare_metric, correct
+from perfgate.telemetry.fingerprint import fingerprint_differences
+
+LOSS_RELATIVE_TOLERANCE = 1e-2
+"""Head and baseline final losses must agree within 1 % (bitwise equality is not expected on
+GPUs, where reductions are not deterministic); a bigger gap means the change altered the maths."""
+
+Overall = Literal["pass", "regression", "inconclusive"]
+InconclusivePolicy = Literal["exit4", "pass", "fail"]
+"""How CI treats an inconclusive verdict: its own exit code 4, a pass, or a failure."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadVerdict:
+    """One workload: how it compared, metric by metric."""
+
+    name: str
+    status: Literal["compared", "no_baseline", "loss_mismatch"]
+    baseline_origin: str | None = None
+    comparisons: list[MetricComparison] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareVerdict:
+    """The result of ``perfgate compare``."""
+
+    overall: Overall
+    head_run_id: str
+    workloads: list[WorkloadVerdict]
+    environment_differences: list[str]
+
+    def exit_code(self, inconclusive: InconclusivePolicy = "exit4") -> ExitCode:
+        """The documented exit code; ``inconclusive`` chooses how CI treats that verdict."""
+        if self.overall == "regression":
+            return ExitCode.REGRESSION
+        if self.overall == "inconclusive":
+            return {
+                "fail": ExitCode.REGRESSION,
+                "pass": ExitCode.OK,
+                "exit4": ExitCode.INCONCLUSIVE,
+            }[inconclusive]
+        return ExitCode.OK
+
+
+def compare_runs(
+    head: RunResult,
+    baselines: dict[str, BaselineWorkload],
+    *,
+    allow_env_drift: bool = False,
+    seed: int = 0,
+) -> CompareVerdict:
+    """Judge every head workload against its baseline (BH-corrected across all metrics)."""
+    failed = [w for w in head.workloads if w.status != "ok"]
+    if failed:
+        names = ", ".join(f"{w.name} ({w.status})" for w in failed)
+        raise InfrastructureError(
+            f"head workloads did not run: {names}", "fix or re-run them; nothing was compared"
+        )
+    differences = _environment_differences(head, baselines)
+    if differences and not allow_env_drift:
+        raise UsageError(
+            f"the head ran on a different environment than the baseline ({'; '.join(differences)})",
+            "compare on the same machine type, or pass --allow-env-drift",
+        )
+    compared = [
+        _compare_workload(w, baselines.get(w.name), head.environment, seed) for w in head.workloads
+    ]
+    if all(v.status == "no_baseline" for v in compared):
+        raise InfrastructureError(
+            "no baseline for any head workload", "refresh and export baselines, or pass --baseline"
+        )
+    corrected = _corrected(compared)
+    return CompareVerdict(
+        overall=_overall(corrected),
+        head_run_id=head.run_id,
+        workloads=corrected,
+        environment_differences=differences,
+    )
+
+
+def _compare_workload(
+    workload: WorkloadResult,
+    baseline: BaselineWorkload | None,
+    environment: dict[str, Any],
+    seed: int,
+) -> WorkloadVerdict:
+    if baseline is None:
+        return WorkloadVerdict(name=workload.name, status="no_baseline")
+    notes = []
+    if baseline.definition_hash != workload.definition_hash:
+        notes.append("the workload definition differs from the baseline's (code or knobs changed)")
+    head_metrics = metric_values(workload)
+    comparisons = [
+        compare_metric(
+            metric,
+            baseline.metrics[metric],
+            values,
+            direction=METRICS[metric].direction,
+            threshold=METRICS[metric].threshold,
+            baseline_throttled=baseline.throttled_share,
+            head_throttled=throttled_share(workload),
+            seed=seed,
+        )
+        for metric, values in head_metrics.items()
+        if baseline.metrics.get(metric)
+    ]
+    status: Literal["compared", "loss_mismatch"] = "compared"
+    head_loss = workload.summary.final_loss if workload.summary else None
+    if _loss_mismatch(baseline.final_loss, head_loss):
+        status = "loss_mismatch"
+        notes.append(
+            f"final loss {head_loss:.6g} differs from the baseline's {baseline.final_loss:.6g}"
+        )
+    return WorkloadVerdict(
+        name=workload.name,
+        status=status,
+        baseline_origin=baseline.origin,
+        comparisons=comparisons,
+        notes=notes,
+    )
+
+
+def _corrected(verdicts: list[WorkloadVerdict]) -> list[WorkloadVerdict]:
+    """Benjamini–Hochberg over every metric of every workload, then absolute tolerances."""
+    flat = [c for v in verdicts for c in v.comparisons]
+    corrected = iter(_apply_tolerances(correct(flat)))
+    return [replace(v, comparisons=[next(corrected) for _ in v.comparisons]) for v in verdicts]
+
+
+def _apply_tolerances(comparisons: list[MetricComparison]) -> list[MetricComparison]:
+    adjusted = []
+    for comparison in comparisons:
+        tolerance = METRICS[comparison.metric].absolute_tolerance
+        change = abs(comparison.head_median - comparison.baseline_median)
+        if tolerance and change <= tolerance and comparison.verdict != "no_change":
+            comparison = replace(
+                comparison,
+                verdict="no_change",
+                reasons=(*comparison.reasons, f"change {change:.3g} within the absolute tolerance"),
+            )
+        adjusted.append(comparison)
+    return adjusted
+
+
+def _overall(verdicts: list[WorkloadVerdict]) -> Overall:
+    metric_verdicts = {c.verdict for v in verdicts for c in v.comparisons}
+    if "regression" in metric_verdicts or any(v.status == "loss_mismatch" for v in verdicts):
+        return "regression"
+    if "inconclusive" in metric_verdicts:
+        return "inconclusive"
+    return "pass"
+
+
+def _loss_mismatch(baseline: float | None, head: float | None) -> bool:
+    if baseline is None or head is None:
+        return False
+    return not math.isclose(baseline, head, rel_tol=LOSS_RELATIVE_TOLERANCE, abs_tol=1e-6)
+
+
+def _environment_differences(head: RunResult, baselines: dict[str, BaselineWorkload]) -> list[str]:
+    differences: list[str] = []
+    for baseline in baselines.values():
+        if baseline.environment:
+            for line in fingerprint_differences(baseline.environment, head.environment):
+                if line not in differences:
+                    differences.append(line)
+    return differences

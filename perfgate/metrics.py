@@ -1,0 +1,79 @@
+"""The gated metrics: their direction, default practical threshold, and per-repeat values.
+
+One definition serves the store (metric summaries), baselines and compare, so "throughput" means
+the same number everywhere. Values are per repeat — the statistical unit — and rates are derived
+from each repeat's own median steady step.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from perfgate.result import FlopCount, RepeatResult, WorkloadResult
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """How one metric is judged."""
+
+    name: str
+    direction: Literal["lower", "higher"]
+    """Which way is better."""
+    threshold: float
+    """Default practical threshold as a relative change (configurable per workload)."""
+    absolute_tolerance: float = 0.0
+    """Changes smaller than this (in the metric's unit) are never a regression: memory peaks are
+    near-deterministic, and a few allocator pages are not a finding."""
+
+
+METRICS: dict[str, MetricSpec] = {
+    spec.name: spec
+    for spec in (
+        MetricSpec("step_time_s", "lower", 0.05),
+        MetricSpec("samples_per_s", "higher", 0.05),
+        MetricSpec("tokens_per_s", "higher", 0.05),
+        MetricSpec("tflops", "higher", 0.05),
+        MetricSpec("mfu", "higher", 0.05),
+        MetricSpec("peak_memory_bytes", "lower", 0.02, absolute_tolerance=16 * 2**20),
+    )
+}
+
+
+def metric_values(workload: WorkloadResult) -> dict[str, list[float]]:
+    """Per metric, one value per ok repeat (metrics with no value are left out)."""
+    ok = [r for r in workload.repeats if r.status == "ok" and r.step_times_s[r.steady_start :]]
+    step_s = [statistics.median(r.step_times_s[r.steady_start :]) for r in ok]
+    flops = flops_per_step(workload.flops)
+    peak_tflops = workload.summary.peak_tflops if workload.summary else None
+    tflops = _rates(step_s, flops / 1e12 if flops else None)
+    metrics = {
+        "step_time_s": step_s,
+        "samples_per_s": _rates(step_s, workload.samples_per_step),
+        "tokens_per_s": _rates(step_s, workload.tokens_per_step),
+        "tflops": tflops,
+        "mfu": [t / peak_tflops for t in tflops] if peak_tflops else [],
+        "peak_memory_bytes": _peak_memory(ok, workload.device),
+    }
+    return {name: values for name, values in metrics.items() if values}
+
+
+def flops_per_step(flops: FlopCount | None) -> float | None:
+    """The FLOP figure TFLOP/s is computed from (counted preferred, else analytic)."""
+    if flops is None or flops.used is None:
+        return None
+    value = flops.counted_per_step if flops.used == "counted" else flops.analytic_per_step
+    return float(value) if value else None
+
+
+def _rates(step_s: Sequence[float], per_step: float | None) -> list[float]:
+    if not per_step or any(s <= 0 for s in step_s):
+        return []
+    return [per_step / s for s in step_s]
+
+
+def _peak_memory(repeats: Sequence[RepeatResult], device: str) -> list[float]:
+    key = "cuda_allocated_bytes" if device == "cuda" else "rss_bytes"
+    return [float(v) for v in (r.peak_memory.get(key) for r in repeats) if v is not None]

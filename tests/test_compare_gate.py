@@ -1,0 +1,134 @@
+"""perfgate compare on synthetic result documents: verdicts, drift refusal, loss parity, files."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfgate.compare.baseline_source import from_result
+from perfgate.compare.document import verdict_document
+from perfgate.compare.gate import compare_runs
+from perfgate.errors import ExitCode, InfrastructureError, UsageError
+from perfgate.result import (
+    RepeatResult,
+    RunResult,
+    RunSettings,
+    SourceInfo,
+    WorkloadResult,
+    WorkloadSummary,
+    write_result,
+)
+
+ENVIRONMENT = {"device": "cpu", "torch": {"version": "2.13.0"}, "cpu": {"model": "x"}}
+
+
+def run(
+    level: float, seed: int, *, loss: float = 2.0, env: dict | None = None, status: str = "ok"
+) -> RunResult:  # type: ignore[type-arg]
+    rng = np.random.default_rng(seed)
+    repeats = [
+        RepeatResult(
+            index=i,
+            status="ok",
+            timer="perf_counter",
+            step_times_s=[float(v) for v in level * (1 + 0.01 * rng.standard_normal(6))],
+            losses=[loss],
+            peak_memory={"rss_bytes": 300_000_000},
+        )
+        for i in range(6)
+    ]
+    workload = WorkloadResult(
+        name="mlp",
+        version=1,
+        kind="builtin",
+        factory="perfgate.workloads.mlp:build",
+        preset="smoke",
+        definition_hash="a" * 64,
+        knobs={},
+        params={},
+        device="cpu",
+        status=status,
+        error=None if status == "ok" else "boom",
+        samples_per_step=64,  # type: ignore[arg-type]
+        repeats=repeats,
+        summary=WorkloadSummary(
+            ok_repeats=6, median_step_s=level, final_loss=loss, mfu_reason="CPU"
+        ),
+    )
+    return RunResult(
+        run_id=str(uuid.UUID(int=seed + 1)),
+        perfgate_version="0.1.0",
+        started_at="2026-11-29T18:00:00+00:00",
+        finished_at="2026-11-29T18:01:00+00:00",
+        suite="smoke",
+        device="cpu",
+        settings=RunSettings(repeats=6, steps=6, warmup=1, timeout_s=60, threads=2, seed=0),
+        source=SourceInfo(),
+        environment=env or ENVIRONMENT,
+        workloads=[workload],
+    )
+
+
+def judge(base: RunResult, head: RunResult, **kwargs: bool):  # type: ignore[no-untyped-def]
+    return compare_runs(head, from_result(base, "base.json"), **kwargs)
+
+
+def test_pass_regression_and_improvement() -> None:
+    assert judge(run(0.1, 1), run(0.1, 2)).overall == "pass"
+    slower = judge(run(0.1, 1), run(0.125, 3))
+    assert slower.overall == "regression" and slower.exit_code() == ExitCode.REGRESSION
+    by_metric = {c.metric: c for c in slower.workloads[0].comparisons}
+    assert by_metric["step_time_s"].verdict == "regression"
+    assert by_metric["samples_per_s"].verdict == "regression"
+    assert by_metric["peak_memory_bytes"].verdict == "no_change"
+    assert judge(run(0.1, 1), run(0.08, 4)).overall == "pass"
+
+
+def test_loss_mismatch_is_a_correctness_failure() -> None:
+    verdict = judge(run(0.1, 1, loss=2.0), run(0.1, 2, loss=2.5))
+    assert verdict.overall == "regression"
+    assert verdict.workloads[0].status == "loss_mismatch"
+    assert "final loss" in verdict.workloads[0].notes[0]
+
+
+def test_environment_drift_is_refused_unless_allowed() -> None:
+    other = {**ENVIRONMENT, "torch": {"version": "2.11.0"}}
+    with pytest.raises(UsageError, match="different environment"):
+        judge(run(0.1, 1), run(0.1, 2, env=other))
+    allowed = judge(run(0.1, 1), run(0.1, 2, env=other), allow_env_drift=True)
+    assert allowed.environment_differences
+
+
+def test_failed_head_is_an_infrastructure_error() -> None:
+    with pytest.raises(InfrastructureError, match="did not run"):
+        judge(run(0.1, 1), run(0.1, 2, status="crashed"))
+
+
+def test_verdict_document_is_json_safe() -> None:
+    verdict = judge(run(0.1, 1), run(0.1, 5))
+    document = verdict_document(verdict, "fail")
+    assert document["schema"] == "perfgate.verdict" and document["exit_code"] == 0
+    json.dumps(document, allow_nan=False)  # inf and NaN never reach the file
+
+
+def test_compare_cli_exit_codes(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+    base, same, slow = tmp_path / "base.json", tmp_path / "same.json", tmp_path / "slow.json"
+    write_result(base, run(0.1, 1))
+    write_result(same, run(0.1, 2))
+    write_result(slow, run(0.13, 3))
+    passed = perfgate_cli("compare", str(same), "--baseline", str(base), cwd=tmp_path)
+    assert passed.returncode == ExitCode.OK, passed.stdout + passed.stderr
+    out = tmp_path / "verdict.json"
+    failed = perfgate_cli(
+        "compare", str(slow), "--baseline", str(base), "--json", str(out), cwd=tmp_path
+    )
+    assert failed.returncode == ExitCode.REGRESSION
+    assert json.loads(out.read_text())["overall"] == "regression"
+    missing = perfgate_cli(
+        "compare", str(tmp_path / "nope.json"), "--baseline", str(base), cwd=tmp_path
+    )
+    assert missing.returncode == ExitCode.USAGE and "does not exist" in missing.stderr
