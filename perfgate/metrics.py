@@ -45,7 +45,7 @@ METRICS: dict[str, MetricSpec] = {
 def metric_values(workload: WorkloadResult) -> dict[str, list[float]]:
     """Per metric, one value per ok repeat (metrics with no value are left out)."""
     ok = [r for r in workload.repeats if r.status == "ok" and r.step_times_s[r.steady_start :]]
-    step_s = [statistics.median(r.step_times_s[r.steady_start :]) for r in ok]
+    step_s = [steady_median(r) for r in ok]
     flops = flops_per_step(workload.flops)
     peak_tflops = workload.summary.peak_tflops if workload.summary else None
     tflops = _rates(step_s, flops / 1e12 if flops else None)
@@ -55,7 +55,7 @@ def metric_values(workload: WorkloadResult) -> dict[str, list[float]]:
         "tokens_per_s": _rates(step_s, workload.tokens_per_step),
         "tflops": tflops,
         "mfu": [t / peak_tflops for t in tflops] if peak_tflops else [],
-        "peak_memory_bytes": _peak_memory(ok, workload.device),
+        "peak_memory_bytes": [float(v) for v in peak_memory_values(ok, workload.device)],
     }
     return {name: values for name, values in metrics.items() if values}
 
@@ -74,6 +74,12 @@ def _rates(step_s: Sequence[float], per_step: float | None) -> list[float]:
     return [per_step / s for s in step_s]
 
 
-def _peak_memory(repeats: Sequence[RepeatResult], device: str) -> list[float]:
+def steady_median(repeat: RepeatResult) -> float:
+    """Median of the steady measured steps of one repeat: the repeat's step time."""
+    return statistics.median(repeat.step_times_s[repeat.steady_start :])
+
+
+def peak_memory_values(repeats: Sequence[RepeatResult], device: str) -> list[int]:
+    """Each repeat's peak: CUDA allocated bytes on a GPU, process RSS on the CPU."""
     key = "cuda_allocated_bytes" if device == "cuda" else "rss_bytes"
-    return [float(v) for v in (r.peak_memory.get(key) for r in repeats) if v is not None]
+    return [v for v in (r.peak_memory.get(key) for r in repeats) if v is not None]

@@ -12,13 +12,9 @@ from collections.abc import Sequence
 from typing import Literal
 
 from perfgate.metrics import flops_per_step as per_step_flops
+from perfgate.metrics import peak_memory_values, steady_median
 from perfgate.result import FlopCount, RepeatResult, WorkloadSummary
 from perfgate.telemetry.peaks import PeakLookup, lookup_peak, mfu
-
-
-def repeat_median(repeat: RepeatResult) -> float:
-    """Median of the steady measured steps of one repeat."""
-    return statistics.median(repeat.step_times_s[repeat.steady_start :])
 
 
 def dataloader_wait_share(repeat: RepeatResult) -> float | None:
@@ -43,7 +39,7 @@ def summarize_workload(
     ok = [r for r in repeats if r.status == "ok" and r.step_times_s]
     if not ok:
         return WorkloadSummary(ok_repeats=0, mfu_reason="no successful repeat")
-    medians = [repeat_median(r) for r in ok]
+    medians = [steady_median(r) for r in ok]
     step_s = statistics.median(medians)
     flops_per_step = per_step_flops(flops)
     tflops = flops_per_step / step_s / 1e12 if flops_per_step and step_s > 0 else None
@@ -63,7 +59,7 @@ def summarize_workload(
         mfu=mfu_value,
         mfu_reason=mfu_reason,
         peak_tflops=peak.tflops,
-        peak_memory_bytes=_peak_memory(ok, device),
+        peak_memory_bytes=max(peak_memory_values(ok, device), default=None),
         first_step_s=statistics.median(r.first_step_s for r in ok if r.first_step_s is not None),
         dataloader_wait_share=statistics.median(shares) if shares else None,
         final_loss=ok[0].losses[-1] if ok[0].losses else None,
@@ -98,10 +94,3 @@ def _cv(values: Sequence[float]) -> float | None:
         return None
     mean = statistics.fmean(values)
     return statistics.stdev(values) / mean if mean > 0 else None
-
-
-def _peak_memory(repeats: Sequence[RepeatResult], device: str) -> int | None:
-    key = "cuda_allocated_bytes" if device == "cuda" else "rss_bytes"
-    values = [r.peak_memory.get(key) for r in repeats]
-    known = [v for v in values if v is not None]
-    return max(known) if known else None

@@ -20,7 +20,7 @@ from sqlalchemy.sql.dml import Insert
 from sqlmodel import Session, SQLModel, col
 
 from perfgate.errors import UsageError
-from perfgate.metrics import metric_values
+from perfgate.metrics import metric_values, steady_median
 from perfgate.result import RepeatResult, RunResult, WorkloadResult
 from perfgate.store.engine import make_engine, unavailable_on_error, write_transaction
 from perfgate.store.tables import (
@@ -163,13 +163,12 @@ def _add_workload(session: Session, run_id: str, workload: WorkloadResult) -> No
 
 
 def _sample_row(workload_result_id: int, repeat: RepeatResult) -> RepeatSampleRow:
-    steady = repeat.step_times_s[repeat.steady_start :]
     return RepeatSampleRow(
         workload_result_id=workload_result_id,
         repeat_index=repeat.index,
         status=repeat.status,
         steady_start=repeat.steady_start,
-        median_step_s=statistics.median(steady) if steady else None,
+        median_step_s=steady_median(repeat) if repeat.step_times_s[repeat.steady_start :] else None,
         step_times_s=repeat.step_times_s,
         losses=repeat.losses,
         dataloader_wait_s=repeat.dataloader_wait_s,
