@@ -1,7 +1,14 @@
-"""``perfgate compare``: thin command over ``perfgate.compare``."""
+"""``perfgate compare``: thin command over ``perfgate.compare``.
+
+Two ways in: a head result document judged against a baseline (database, ``baselines/``
+snapshots or another document), optionally confirmed by an interleaved A/B re-run; or
+``--ab BASE HEAD``, two git refs measured interleaved in this job.
+"""
 
 from __future__ import annotations
 
+import os
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import cast
 
@@ -9,43 +16,226 @@ import typer
 from rich.table import Table
 
 from perfgate.compare.gate import CompareVerdict, InconclusivePolicy
+from perfgate.config import Config
+from perfgate.runner.plan import Selection
 
 
 def compare(
-    head: Path = typer.Argument(..., help="the head result document (perfgate run --out)"),
+    head: Path | None = typer.Argument(
+        None, help="the head result document (perfgate run --out); omit with --ab"
+    ),
     baseline: Path | None = typer.Option(None, help="judge against this result document"),
     baseline_dir: Path | None = typer.Option(None, help="judge against baselines/ snapshots"),
     branch: str = typer.Option("main", help="branch whose baselines are used (snapshots, DB)"),
+    ab: tuple[str, str] | None = typer.Option(
+        None, "--ab", metavar="BASE_REF HEAD_REF", help="measure two git refs interleaved"
+    ),
+    confirm: bool = typer.Option(
+        False, help="re-measure flagged workloads as an interleaved A/B against --base-ref"
+    ),
+    base_ref: str | None = typer.Option(
+        None, help="git ref for --confirm (default: origin/$GITHUB_BASE_REF in a PR job)"
+    ),
+    rounds: int | None = typer.Option(None, help="A/B rounds (repeats a side); config ab_rounds"),
+    budget: float | None = typer.Option(
+        None, help="seconds allowed for the A/B measuring (config confirm_budget_s)"
+    ),
+    ab_out: Path | None = typer.Option(None, help="folder for the A/B result documents"),
+    suite: str | None = typer.Option(None, help="--ab: suite to measure"),
+    workload: list[str] = typer.Option([], "--workload", "-w", help="--ab: workload (repeatable)"),
+    preset: str | None = typer.Option(None, help="--ab: preset for every workload"),
+    knob: list[str] = typer.Option([], "--knob", "-k", help="--ab: KEY=VALUE (repeatable)"),
+    steps: int | None = typer.Option(None, help="--ab: measured steps per repeat"),
+    warmup: int | None = typer.Option(None, help="--ab: warm-up steps per repeat"),
+    device: str | None = typer.Option(None, help="--ab/--confirm: cpu, cuda or auto"),
+    inject_slowdown: str | None = typer.Option(
+        None, "--inject-slowdown", help="--ab canary: slow the head side by this much (e.g. 10%)"
+    ),
     allow_env_drift: bool = typer.Option(False, help="compare across different environments"),
-    inconclusive: str = typer.Option("exit4", help="exit4 (default), pass or fail"),
+    inconclusive: str | None = typer.Option(
+        None, help="exit4 (default), pass or fail (config: inconclusive)"
+    ),
     json_out: Path | None = typer.Option(None, "--json", help="write the verdict document here"),
+    markdown: Path | None = typer.Option(None, help="write the PR-comment markdown here"),
     config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
 ) -> None:
-    """Judge a head run against its baseline: verdict table, verdict document, exit code."""
+    """Judge a head run against its baseline, or two refs A/B: table, documents, exit code."""
     from perfgate.cli import console, guarded
     from perfgate.report.compare_table import verdict_table
 
-    def action() -> tuple[Table, int]:
-        policy = _policy(inconclusive)
-        verdict = _judge(head, baseline, baseline_dir, branch, allow_env_drift, config)
-        if json_out is not None:
-            from perfgate.compare.document import verdict_document
-            from perfgate.result import write_json_atomic
+    def action() -> tuple[Table, int, list[str]]:
+        from perfgate.config import load_config
 
-            write_json_atomic(json_out, verdict_document(verdict, policy))
-        return verdict_table(verdict), int(verdict.exit_code(policy))
+        settings = load_config(config)
+        policy = _policy(inconclusive or settings.inconclusive)
+        ab_rounds = rounds if rounds is not None else settings.ab_rounds
+        ab_budget = budget if budget is not None else settings.confirm_budget_s
+        out_dir = ab_out or _default_ab_folder(settings.root)
+        if ab is not None:
+            if head is not None or baseline is not None or baseline_dir is not None or confirm:
+                raise _usage(
+                    "--ab measures both sides itself",
+                    "drop the head document, --baseline, --baseline-dir and --confirm",
+                )
+            verdict = _compare_refs(
+                settings,
+                ab,
+                Selection(
+                    suite=suite,
+                    workloads=workload,
+                    preset=preset,
+                    knobs=knob,
+                    steps=steps,
+                    warmup=warmup,
+                    inject_slowdown=_slowdown(inject_slowdown),
+                ),
+                device or settings.device,
+                ab_rounds,
+                ab_budget,
+                out_dir,
+            )
+        else:
+            if head is None:
+                raise _usage("no head result document given", "pass HEAD.json, or use --ab")
+            verdict = _judge(head, baseline, baseline_dir, branch, allow_env_drift, settings)
+            if confirm:
+                verdict = _confirm(
+                    verdict,
+                    head,
+                    settings,
+                    base_ref or _default_base_ref(),
+                    device or settings.device,
+                    ab_rounds,
+                    ab_budget,
+                    out_dir,
+                )
+        written = _write_outputs(verdict, policy, json_out, markdown)
+        return verdict_table(verdict), int(verdict.exit_code(policy)), written
 
-    table, code = guarded(action)
+    table, code, written = guarded(action)
     console.print(table)
+    for line in written:
+        console.print(line, highlight=False)
     raise typer.Exit(code)
 
 
+def _compare_refs(
+    config: Config,
+    refs: tuple[str, str],
+    selection: Selection,
+    device: str,
+    rounds: int,
+    budget_s: float,
+    out_dir: Path,
+) -> CompareVerdict:
+    from perfgate.cli import console
+    from perfgate.cli_progress import RoundProgress
+    from perfgate.compare.ab import compare_refs
+
+    with RoundProgress(console) as progress:
+        outcome = compare_refs(
+            config,
+            selection,
+            refs[0],
+            refs[1],
+            device=device,
+            rounds=rounds,
+            out_dir=out_dir,
+            budget_s=budget_s,
+            observer=progress,
+        )
+    return outcome.verdict
+
+
+def _confirm(
+    verdict: CompareVerdict,
+    head_path: Path,
+    config: Config,
+    base_ref: str,
+    device: str,
+    rounds: int,
+    budget_s: float,
+    out_dir: Path,
+) -> CompareVerdict:
+    from perfgate.cli import console
+    from perfgate.cli_progress import RoundProgress
+    from perfgate.compare.ab import confirm_alerts
+    from perfgate.result import load_result
+
+    with RoundProgress(console) as progress:
+        return confirm_alerts(
+            verdict,
+            load_result(head_path),
+            config,
+            base_ref,
+            device=device,
+            rounds=rounds,
+            out_dir=out_dir,
+            budget_s=budget_s,
+            observer=progress,
+        )
+
+
+def _write_outputs(
+    verdict: CompareVerdict,
+    policy: InconclusivePolicy,
+    json_out: Path | None,
+    markdown_out: Path | None,
+) -> list[str]:
+    """The verdict document, the markdown file, and the GitHub job summary when set."""
+    from perfgate.compare.document import verdict_document
+    from perfgate.report.compare_markdown import (
+        append_step_summary,
+        verdict_markdown,
+        write_markdown,
+    )
+    from perfgate.result import write_json_atomic
+
+    written = []
+    if json_out is not None:
+        write_json_atomic(json_out, verdict_document(verdict, policy))
+        written.append(f"verdict: {json_out}")
+    text = verdict_markdown(verdict, inconclusive_policy=policy)
+    if markdown_out is not None:
+        write_markdown(markdown_out, text)
+        written.append(f"markdown: {markdown_out}")
+    summary = append_step_summary(text)
+    if summary is not None:
+        written.append(f"job summary: appended to {summary}")
+    return written
+
+
 def _policy(text: str) -> InconclusivePolicy:
+    if text not in ("exit4", "pass", "fail"):
+        raise _usage(f"--inconclusive {text!r} is not allowed", "use exit4, pass or fail")
+    return cast(InconclusivePolicy, text)
+
+
+def _slowdown(text: str | None) -> float | None:
+    from perfgate.runner.plan import parse_slowdown
+
+    return None if text is None else parse_slowdown(text)
+
+
+def _default_base_ref() -> str:
+    base = os.environ.get("GITHUB_BASE_REF")
+    if not base:
+        raise _usage(
+            "--confirm needs the base revision to measure against",
+            "pass --base-ref (e.g. origin/main)",
+        )
+    return f"origin/{base}"
+
+
+def _default_ab_folder(root: Path) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return root / ".perfgate" / "ab" / stamp
+
+
+def _usage(problem: str, fix: str) -> Exception:
     from perfgate.errors import UsageError
 
-    if text not in ("exit4", "pass", "fail"):
-        raise UsageError(f"--inconclusive {text!r} is not allowed", "use exit4, pass or fail")
-    return cast(InconclusivePolicy, text)
+    return UsageError(problem, fix)
 
 
 def _judge(
@@ -54,22 +244,21 @@ def _judge(
     baseline_dir: Path | None,
     branch: str,
     allow_env_drift: bool,
-    config_path: Path | None,
+    settings: Config,
 ) -> CompareVerdict:
     from perfgate.compare.baseline_source import from_database, from_result, from_snapshots
     from perfgate.compare.gate import compare_runs
-    from perfgate.config import load_config
-    from perfgate.errors import UsageError
     from perfgate.result import load_result
 
     if baseline_path is not None and baseline_dir is not None:
-        raise UsageError("--baseline and --baseline-dir exclude each other", "give one of them")
+        raise _usage("--baseline and --baseline-dir exclude each other", "give one of them")
     head = load_result(head_path)
     if baseline_path is not None:
         baselines = from_result(load_result(baseline_path), str(baseline_path))
     elif baseline_dir is not None:
         baselines = from_snapshots(baseline_dir, head, branch)
     else:
-        settings = load_config(config_path)
         baselines = from_database(settings.database_url, settings.root, head, branch)
-    return compare_runs(head, baselines, allow_env_drift=allow_env_drift)
+    return compare_runs(
+        head, baselines, allow_env_drift=allow_env_drift, thresholds=settings.thresholds
+    )

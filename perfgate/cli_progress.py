@@ -61,3 +61,37 @@ class RunProgress:
         task = self._tasks[result.name]
         if result.status != "ok":  # stopped early: show the bar as finished, with its status
             self._progress.update(task, total=len(result.repeats))
+
+
+class RoundProgress:
+    """One bar per workload of an interleaved A/B run, advanced per round; implements
+    ``InterleaveObserver``."""
+
+    def __init__(self, console: Console) -> None:
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("A/B rounds"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self._tasks: dict[str, TaskID] = {}
+
+    def __enter__(self) -> RoundProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self._progress.stop()
+
+    def round_finished(self, workload: str, round_index: int, rounds: int) -> None:
+        if workload not in self._tasks:
+            self._tasks[workload] = self._progress.add_task(workload, total=rounds)
+        self._progress.update(self._tasks[workload], completed=round_index + 1)

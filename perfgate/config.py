@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import UsageError
+from perfgate.thresholds import Thresholds, parse_thresholds
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -64,6 +65,13 @@ class Config:
     workloads: Mapping[str, UserWorkloadConfig] = field(default_factory=dict)
     suites: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Custom suites: name → workload names (``NAME`` or ``NAME@preset``)."""
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    inconclusive: str = "exit4"
+    """How ``compare`` exits on an inconclusive verdict: exit4, pass or fail."""
+    ab_rounds: int = 6
+    """Interleaved rounds (repeats a side) for ``compare --ab`` and ``--confirm``."""
+    confirm_budget_s: float = 900.0
+    """Wall-time budget of a ``compare --confirm`` re-run."""
 
 
 _SCALARS: dict[str, type | tuple[type, ...]] = {
@@ -76,6 +84,9 @@ _SCALARS: dict[str, type | tuple[type, ...]] = {
     "timeout_s": (int, float),
     "threads": int,
     "seed": int,
+    "inconclusive": str,
+    "ab_rounds": int,
+    "confirm_budget_s": (int, float),
 }
 
 
@@ -142,7 +153,19 @@ def _build(
         )
         for name, members in _table(origin, "suites", table.get("suites", {})).items()
     }
-    return Config(root=root, source=path, workloads=workloads, suites=suites, **values)
+    thresholds = parse_thresholds(origin, _table(origin, "thresholds", table.get("thresholds", {})))
+    if values.get("inconclusive", "exit4") not in ("exit4", "pass", "fail"):
+        raise UsageError(
+            f"{origin}: inconclusive = {values['inconclusive']!r}", "use exit4, pass or fail"
+        )
+    return Config(
+        root=root,
+        source=path,
+        workloads=workloads,
+        suites=suites,
+        thresholds=thresholds,
+        **values,
+    )
 
 
 def _user_workload(origin: str, name: str, spec: Any) -> UserWorkloadConfig:

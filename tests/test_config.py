@@ -8,6 +8,8 @@ import pytest
 
 from perfgate.config import DEFAULT_DATABASE_URL, find_config_file, load_config
 from perfgate.errors import ExitCode, UsageError
+from perfgate.metrics import METRICS
+from perfgate.thresholds import Thresholds
 
 
 def write(path: Path, text: str) -> Path:
@@ -71,3 +73,36 @@ def test_malformed_config_is_a_usage_error(tmp_path: Path, text: str, needle: st
 def test_missing_explicit_config_file(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="does not exist"):
         load_config(tmp_path / "nope.toml")
+
+
+def test_thresholds_per_metric_and_per_workload(tmp_path: Path) -> None:
+    write(
+        tmp_path / "perfgate.toml",
+        "[thresholds]\nstep_time_s = 0.1\npeak_memory_bytes = 0.03\n"
+        "[thresholds.gpt]\nstep_time_s = 0.2\ntflops = 0.07\n",
+    )
+    thresholds = load_config(cwd=tmp_path).thresholds
+    assert thresholds.threshold("gpt", "step_time_s") == 0.2
+    assert thresholds.threshold("gpt", "tflops") == 0.07  # its own band wins
+    assert thresholds.threshold("gpt", "tokens_per_s") == 0.2  # inherits the step-time band
+    assert thresholds.threshold("mlp", "samples_per_s") == 0.1  # the global step-time band
+    assert thresholds.threshold("mlp", "peak_memory_bytes") == 0.03
+    assert thresholds.threshold("resnet", "peak_memory_bytes") == 0.03
+    assert Thresholds().threshold("x", "step_time_s") == METRICS["step_time_s"].threshold
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[thresholds]\nstep_tme_s = 0.1\n", "thresholds.step_tme_s names no gated metric"),
+        ("[thresholds]\nstep_time_s = 5\n", "is not a relative change in (0, 1)"),
+        ("[thresholds.gpt]\nstep_time_s = true\n", "thresholds.gpt.step_time_s = True"),
+        ('inconclusive = "maybe"\n', "inconclusive = 'maybe'"),
+        ("ab_rounds = 2.5\n", "ab_rounds should be int"),
+    ],
+)
+def test_bad_thresholds_and_policies(tmp_path: Path, text: str, needle: str) -> None:
+    write(tmp_path / "perfgate.toml", text)
+    with pytest.raises(UsageError) as error:
+        load_config(cwd=tmp_path)
+    assert needle in str(error.value)

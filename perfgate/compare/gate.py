@@ -8,8 +8,9 @@ A head workload that failed is an infrastructure error (3), never a regression.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Literal
 
 from perfgate.compare.baseline_source import BaselineWorkload, throttled_share
 from perfgate.errors import ExitCode, InfrastructureError, UsageError
@@ -17,6 +18,7 @@ from perfgate.metrics import METRICS, metric_values
 from perfgate.result import RunResult, WorkloadResult
 from perfgate.stats.compare import MetricComparison, compare_metric, correct
 from perfgate.telemetry.fingerprint import fingerprint_differences
+from perfgate.thresholds import Thresholds
 
 LOSS_RELATIVE_TOLERANCE = 1e-2
 """Head and baseline final losses must agree within 1 % (bitwise equality is not expected on
@@ -46,6 +48,11 @@ class CompareVerdict:
     head_run_id: str
     workloads: list[WorkloadVerdict]
     environment_differences: list[str]
+    method: Literal["baseline", "interleaved"] = "baseline"
+    """``baseline``: head judged against stored/another run's repeats; ``interleaved``: base and
+    head measured alternately in this job (``--ab``, or ``--confirm`` re-running an alert)."""
+    notes: list[str] = field(default_factory=list)
+    """Run-level explanations (what was confirmed, calibration hints), one sentence each."""
 
     def exit_code(self, inconclusive: InconclusivePolicy = "exit4") -> ExitCode:
         """The documented exit code; ``inconclusive`` chooses how CI treats that verdict."""
@@ -65,12 +72,15 @@ def compare_runs(
     baselines: dict[str, BaselineWorkload],
     *,
     allow_env_drift: bool = False,
+    thresholds: Thresholds | None = None,
+    method: Literal["baseline", "interleaved"] = "baseline",
     seed: int = 0,
 ) -> CompareVerdict:
     """Judge every head workload against its baseline (BH-corrected across all metrics)."""
+    thresholds = thresholds or Thresholds()
     failed = [w for w in head.workloads if w.status != "ok"]
     if failed:
-        names = ", ".join(f"{w.name} ({w.status})" for w in failed)
+        names = "; ".join(f"{w.name} ({w.status}: {last_line(w.error)})" for w in failed)
         raise InfrastructureError(
             f"head workloads did not run: {names}", "fix or re-run them; nothing was compared"
         )
@@ -81,7 +91,7 @@ def compare_runs(
             "compare on the same machine type, or pass --allow-env-drift",
         )
     compared = [
-        _compare_workload(w, baselines.get(w.name), head.environment, seed) for w in head.workloads
+        _compare_workload(w, baselines.get(w.name), thresholds, seed) for w in head.workloads
     ]
     if all(v.status == "no_baseline" for v in compared):
         raise InfrastructureError(
@@ -89,17 +99,18 @@ def compare_runs(
         )
     corrected = _corrected(compared)
     return CompareVerdict(
-        overall=_overall(corrected),
+        overall=overall_verdict(corrected),
         head_run_id=head.run_id,
         workloads=corrected,
         environment_differences=differences,
+        method=method,
     )
 
 
 def _compare_workload(
     workload: WorkloadResult,
     baseline: BaselineWorkload | None,
-    environment: dict[str, Any],
+    thresholds: Thresholds,
     seed: int,
 ) -> WorkloadVerdict:
     if baseline is None:
@@ -108,13 +119,15 @@ def _compare_workload(
     if baseline.definition_hash != workload.definition_hash:
         notes.append("the workload definition differs from the baseline's (code or knobs changed)")
     head_metrics = metric_values(workload)
+    for metric in _incomparable(baseline.metrics, head_metrics, notes):
+        head_metrics.pop(metric)
     comparisons = [
         compare_metric(
             metric,
             baseline.metrics[metric],
             values,
             direction=METRICS[metric].direction,
-            threshold=METRICS[metric].threshold,
+            threshold=thresholds.threshold(workload.name, metric),
             baseline_throttled=baseline.throttled_share,
             head_throttled=throttled_share(workload),
             seed=seed,
@@ -136,6 +149,40 @@ def _compare_workload(
         comparisons=comparisons,
         notes=notes,
     )
+
+
+WORK_PER_STEP = (
+    ("samples", "samples_per_s", 1.0, ("step_time_s",)),
+    ("FLOPs", "tflops", 1e12, ("tflops", "mfu")),
+)
+"""Work done per step, recovered as rate × step time, and the metrics that assume it is
+unchanged: a bigger batch makes the step legitimately slower (judge throughput instead), and
+a step that does more FLOPs raises TFLOP/s without being faster (judge time instead)."""
+
+
+def _incomparable(
+    baseline: dict[str, list[float]], head: dict[str, list[float]], notes: list[str]
+) -> list[str]:
+    """Metrics that must not be compared because the work per step changed (noted)."""
+    dropped: list[str] = []
+    for what, rate, unit, affected in WORK_PER_STEP:
+        before, after = _work_per_step(baseline, rate, unit), _work_per_step(head, rate, unit)
+        if before is None or after is None or math.isclose(before, after, rel_tol=0.01):
+            continue
+        names = [m for m in affected if m in head]
+        dropped.extend(names)
+        notes.append(
+            f"{what} per step changed from {before:.4g} to {after:.4g}, so "
+            f"{' and '.join(names)} {'is' if len(names) == 1 else 'are'} not compared"
+        )
+    return dropped
+
+
+def _work_per_step(metrics: dict[str, list[float]], rate: str, unit: float) -> float | None:
+    rates, times = metrics.get(rate), metrics.get("step_time_s")
+    if not rates or not times or len(rates) != len(times):
+        return None
+    return unit * statistics.median(r * t for r, t in zip(rates, times, strict=True))
 
 
 def _corrected(verdicts: list[WorkloadVerdict]) -> list[WorkloadVerdict]:
@@ -160,13 +207,21 @@ def _apply_tolerances(comparisons: list[MetricComparison]) -> list[MetricCompari
     return adjusted
 
 
-def _overall(verdicts: list[WorkloadVerdict]) -> Overall:
+def overall_verdict(verdicts: list[WorkloadVerdict]) -> Overall:
+    """Any regression or loss mismatch wins, then any inconclusive metric, else pass."""
     metric_verdicts = {c.verdict for v in verdicts for c in v.comparisons}
     if "regression" in metric_verdicts or any(v.status == "loss_mismatch" for v in verdicts):
         return "regression"
     if "inconclusive" in metric_verdicts:
         return "inconclusive"
     return "pass"
+
+
+def last_line(error: str | None, limit: int = 160) -> str:
+    """The telling line of an error text (a traceback's last line), short enough for one line."""
+    lines = [line.strip() for line in (error or "no error text").splitlines() if line.strip()]
+    line = lines[-1] if lines else "no error text"
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _loss_mismatch(baseline: float | None, head: float | None) -> bool:

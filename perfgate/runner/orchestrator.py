@@ -68,24 +68,40 @@ def _run_workload(
 ) -> WorkloadResult:
     repeats: list[RepeatResult] = []
     first: dict[str, Any] = {}
-    label = re.sub(r"[^A-Za-z0-9_.-]", "_", planned.definition.name)
     for index in range(settings.repeats):
-        outcome = run_worker(
-            worker_spec(planned, settings, device, count_flops=index == 0),
-            scratch,
-            f"{label}-{index}",
-            settings.timeout_s,
-            gpu.get("nvml_index") if device == "cuda" else None,
-            SAMPLE_INTERVAL_S,
-        )
-        repeats.append(_repeat_result(index, outcome))
+        repeat, document = run_repeat(planned, settings, device, gpu, scratch, index)
+        repeats.append(repeat)
         if observer:
-            observer.repeat_finished(planned, index, outcome.status)
-        if outcome.status != "ok":
+            observer.repeat_finished(planned, index, repeat.status)
+        if repeat.status != "ok":
             break
-        first = first or outcome.document
-    gpu_name = gpu.get("model") or first.get("setup_info", {}).get("cuda_device_name")
-    return _workload_result(planned, device, gpu_name, repeats, first)
+        first = first or document
+    return workload_result(planned, device, gpu, repeats, first)
+
+
+def run_repeat(
+    planned: PlannedWorkload,
+    settings: RunSettings,
+    device: str,
+    gpu: dict[str, Any],
+    scratch: Path,
+    index: int,
+    tag: str = "",
+) -> tuple[RepeatResult, dict[str, Any]]:
+    """One repeat in a fresh worker process: its result and the worker's raw document.
+
+    FLOPs are counted in repeat 0 only (the count is deterministic and costs a step).
+    """
+    label = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{tag}{planned.definition.name}")
+    outcome = run_worker(
+        worker_spec(planned, settings, device, count_flops=index == 0),
+        scratch,
+        f"{label}-{index}",
+        settings.timeout_s,
+        gpu.get("nvml_index") if device == "cuda" else None,
+        SAMPLE_INTERVAL_S,
+    )
+    return _repeat_result(index, outcome), outcome.document if outcome.status == "ok" else {}
 
 
 def worker_spec(
@@ -140,13 +156,16 @@ def _repeat_result(index: int, outcome: RepeatProcessResult) -> RepeatResult:
     )
 
 
-def _workload_result(
+def workload_result(
     planned: PlannedWorkload,
     device: str,
-    gpu_name: str | None,
+    gpu: dict[str, Any],
     repeats: list[RepeatResult],
     first: dict[str, Any],
 ) -> WorkloadResult:
+    """The workload's result from its repeats; ``first`` is the first ok worker document
+    (FLOPs, batch facts and setup information come from it)."""
+    gpu_name = gpu.get("model") or first.get("setup_info", {}).get("cuda_device_name")
     failed = next((r for r in repeats if r.status != "ok"), None)
     counted = first.get("flops") or {}
     flops = (

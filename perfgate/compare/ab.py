@@ -1,0 +1,310 @@
+"""Interleaved A/B: two revisions measured alternately in one job, and the confirmation of an
+alert that way before a pull request is failed.
+
+``compare --ab BASE HEAD`` checks both refs out as worktrees and measures them interleaved
+(A B B A …, see :mod:`perfgate.runner.interleave`), so whatever the machine does meanwhile
+lands on both sides. ``compare --confirm`` does the same for the workloads a baseline
+comparison flagged — the base ref in a worktree against the working tree the head result was
+measured in — and the final verdict for those workloads comes from the A/B run: a stored
+baseline measured days ago on another runner of the same type is good evidence, but a
+same-machine, same-hour A/B is better, and a red check costs people trust.
+
+Each side uses its own revision's workload code (user workload modules and source files are
+imported from that side's checkout); the settings (steps, warm-up, threads, seed) and the
+thresholds come from the base side, which a pull request cannot edit to pass itself.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from perfgate import __version__
+from perfgate.compare.baseline_source import from_result
+from perfgate.compare.gate import (
+    CompareVerdict,
+    WorkloadVerdict,
+    compare_runs,
+    last_line,
+    overall_verdict,
+)
+from perfgate.compare.worktrees import Checkout, checked_out, repository_root, resolve_commit
+from perfgate.config import Config, load_config
+from perfgate.errors import InfrastructureError, UsageError
+from perfgate.result import RunResult, RunSettings, SourceInfo, WorkloadResult, write_result
+from perfgate.run import prepare, resolve_device
+from perfgate.runner.interleave import Arm, InterleaveObserver, run_interleaved
+from perfgate.runner.plan import Selection, available_workloads
+from perfgate.runner.source import collect_source
+from perfgate.telemetry.fingerprint import collect_fingerprint
+
+
+@dataclass(frozen=True, kw_only=True)
+class Side:
+    """One revision to measure: its configuration, its source facts, and a canary slowdown."""
+
+    label: str
+    config: Config
+    source: SourceInfo
+    inject_slowdown: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ABOutcome:
+    """Both sides' result documents and the verdict judged on them."""
+
+    base: RunResult
+    head: RunResult
+    paths: tuple[Path, Path]
+    verdict: CompareVerdict
+
+
+def compare_refs(
+    config: Config,
+    selection: Selection,
+    base_ref: str,
+    head_ref: str,
+    *,
+    device: str,
+    rounds: int,
+    out_dir: Path,
+    budget_s: float | None = None,
+    observer: InterleaveObserver | None = None,
+) -> ABOutcome:
+    """``compare --ab``: both refs checked out and measured interleaved, then judged."""
+    repo = repository_root(config.root)
+    with checked_out(repo, [base_ref, head_ref]) as (base, head):
+        sides = [_side(config, repo, base, "base"), _side(config, repo, head, "head")]
+        base_run, head_run = measure_sides(
+            sides, selection, device=device, rounds=rounds, budget_s=budget_s, observer=observer
+        )
+    paths = _write(out_dir, base_run, head_run)
+    verdict = judge_ab(base_run, head_run, sides[0].config, f"{base_ref} ({base.commit[:12]})")
+    return ABOutcome(base=base_run, head=head_run, paths=paths, verdict=verdict)
+
+
+def confirm_alerts(
+    verdict: CompareVerdict,
+    head: RunResult,
+    config: Config,
+    base_ref: str,
+    *,
+    device: str,
+    rounds: int,
+    out_dir: Path,
+    budget_s: float | None = None,
+    observer: InterleaveObserver | None = None,
+) -> CompareVerdict:
+    """Re-judge every flagged workload by an interleaved A/B against ``base_ref``.
+
+    Workloads the baseline comparison did not flag keep their verdict; flagged ones take the
+    A/B verdict, with a note of what the baseline comparison had said.
+    """
+    flagged = [w.name for w in verdict.workloads if _flagged(w)]
+    if not flagged:
+        return verdict
+    repo = repository_root(config.root)
+    _check_head_checkout(repo, head)
+    selection = _selection_for(head, flagged, config)
+    with checked_out(repo, [base_ref]) as (base,):
+        sides = [
+            _side(config, repo, base, "base"),
+            Side(
+                label="head",
+                config=config,
+                source=head.source,
+                inject_slowdown=head.settings.inject_slowdown,
+            ),
+        ]
+        base_run, head_run = measure_sides(
+            sides, selection, device=device, rounds=rounds, budget_s=budget_s, observer=observer
+        )
+    paths = _write(out_dir, base_run, head_run)
+    ab = judge_ab(base_run, head_run, sides[0].config, f"{base_ref} ({base.commit[:12]})")
+    return _merge(verdict, ab, base_ref, paths)
+
+
+def measure_sides(
+    sides: Sequence[Side],
+    selection: Selection,
+    *,
+    device: str,
+    rounds: int,
+    budget_s: float | None,
+    observer: InterleaveObserver | None,
+) -> list[RunResult]:
+    """Plan each side from its own configuration, measure them interleaved, one run each."""
+    planned = [prepare(side.config, replace(selection, repeats=rounds)) for side in sides]
+    settings = planned[0][1]  # the base side's settings govern both
+    device = resolve_device(device)
+    environment = collect_fingerprint(device, settings.threads)
+    arms = [
+        Arm(
+            label=side.label,
+            plan=plan,
+            settings=replace(settings, inject_slowdown=side.inject_slowdown),
+        )
+        for side, (plan, _) in zip(sides, planned, strict=True)
+    ]
+    started = _now()
+    measured = run_interleaved(
+        arms, device, environment, rounds=rounds, budget_s=budget_s, observer=observer
+    )
+    finished = _now()
+    return [
+        _run_result(
+            side, arm.settings, workloads, selection, device, environment, started, finished
+        )
+        for side, arm, workloads in zip(sides, arms, measured, strict=True)
+    ]
+
+
+def judge_ab(base: RunResult, head: RunResult, base_config: Config, label: str) -> CompareVerdict:
+    """The verdict of an interleaved pair, with the base side's thresholds."""
+    failed = [w for w in base.workloads if w.status != "ok"]
+    if failed:
+        names = "; ".join(f"{w.name} ({w.status}: {last_line(w.error)})" for w in failed)
+        raise InfrastructureError(
+            f"base workloads did not run: {names}", "fix the base revision or re-run"
+        )
+    return compare_runs(
+        head,
+        from_result(base, f"interleaved A/B against {label}"),
+        # Same machine, same job: only the code differs (the fingerprint is shared).
+        allow_env_drift=True,
+        thresholds=base_config.thresholds,
+        method="interleaved",
+    )
+
+
+def _flagged(workload: WorkloadVerdict) -> bool:
+    return workload.status == "loss_mismatch" or any(
+        c.verdict in ("regression", "inconclusive") for c in workload.comparisons
+    )
+
+
+def _merge(
+    verdict: CompareVerdict, ab: CompareVerdict, base_ref: str, paths: tuple[Path, Path]
+) -> CompareVerdict:
+    confirmed = {w.name: w for w in ab.workloads}
+    merged = []
+    for workload in verdict.workloads:
+        replacement = confirmed.get(workload.name)
+        if replacement is None:
+            merged.append(workload)
+            continue
+        said = sorted({c.verdict for c in workload.comparisons if c.verdict != "no_change"})
+        rounds = min((c.head_repeats for c in replacement.comparisons), default=0)
+        note = (
+            f"re-measured as an interleaved A/B against {base_ref} ({rounds} rounds) because the "
+            f"baseline comparison said {' and '.join(said) or workload.status}; this is the verdict"
+        )
+        merged.append(replace(replacement, notes=[note, *replacement.notes]))
+    all_confirmed = all(w.name in confirmed for w in verdict.workloads if w.comparisons)
+    return replace(
+        verdict,
+        workloads=merged,
+        overall=overall_verdict(merged),
+        method="interleaved" if all_confirmed else verdict.method,
+        notes=[
+            *verdict.notes,
+            f"confirmed {', '.join(sorted(confirmed))} by interleaved A/B against {base_ref}; "
+            f"documents: {paths[0]}, {paths[1]}",
+        ],
+    )
+
+
+def _check_head_checkout(repo: Path, head: RunResult) -> None:
+    """The working tree must be the revision the head result measured, or A/B judges other code."""
+    current = resolve_commit(repo, "HEAD")
+    measured = head.source.commit
+    if measured and measured != current:
+        raise UsageError(
+            f"the head result was measured at commit {measured[:12]} but the checkout is at "
+            f"{current[:12]}",
+            "check out the measured commit, or re-run perfgate run before compare --confirm",
+        )
+
+
+def _selection_for(head: RunResult, names: Sequence[str], config: Config) -> Selection:
+    """The head run's own workloads, presets, knobs and settings, for these workloads."""
+    definitions = available_workloads(config, names)
+    workloads = [w for w in head.workloads if w.name in names]
+    knobs = [
+        f"{w.name}.{key}={'null' if value is None else value}"
+        for w in workloads
+        for key, value in w.knobs.items()
+        if key in definitions[w.name].knobs
+    ]
+    return Selection(
+        workloads=[f"{w.name}@{w.preset}" for w in workloads],
+        knobs=knobs,
+        steps=head.settings.steps,
+        warmup=head.settings.warmup,
+        timeout_s=head.settings.timeout_s,
+        threads=head.settings.threads,
+        seed=head.settings.seed,
+    )
+
+
+def _side(config: Config, repo: Path, checkout: Checkout, label: str) -> Side:
+    source = collect_source(checkout.path, os.environ)
+    # In CI the variables describe the pull request, not this worktree's commit.
+    source = replace(source, commit=checkout.commit, branch=checkout.ref, dirty=False)
+    return Side(label=label, config=config_in_checkout(config, repo, checkout.path), source=source)
+
+
+def config_in_checkout(config: Config, repo: Path, checkout: Path) -> Config:
+    """The same configuration file (or the same folder, without one) in another checkout."""
+    anchor = config.source if config.source is not None else config.root / "pyproject.toml"
+    try:
+        relative = anchor.resolve().relative_to(repo.resolve())
+    except ValueError:
+        raise UsageError(
+            f"the configuration {anchor} is outside the repository {repo}",
+            "run compare --ab from inside the repository whose refs you compare",
+        ) from None
+    candidate = checkout / relative
+    if config.source is not None and candidate.is_file():
+        return load_config(candidate)
+    return load_config(None, cwd=candidate.parent)
+
+
+def _run_result(
+    side: Side,
+    settings: RunSettings,
+    workloads: list[WorkloadResult],
+    selection: Selection,
+    device: str,
+    environment: dict[str, object],
+    started: str,
+    finished: str,
+) -> RunResult:
+    return RunResult(
+        run_id=str(uuid.uuid4()),
+        perfgate_version=__version__,
+        started_at=started,
+        finished_at=finished,
+        suite=None if selection.workloads else (selection.suite or side.config.suite),
+        device=device,
+        settings=settings,
+        source=side.source,
+        environment=dict(environment),
+        workloads=workloads,
+    )
+
+
+def _write(out_dir: Path, base: RunResult, head: RunResult) -> tuple[Path, Path]:
+    """Both documents, written before anything is judged: a later failure loses no data."""
+    base_path, head_path = out_dir / "base.json", out_dir / "head.json"
+    write_result(base_path, base)
+    write_result(head_path, head)
+    return base_path, head_path
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

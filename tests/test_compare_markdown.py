@@ -1,0 +1,571 @@
+"""The PR-comment / job-summary markdown: content, escaping of hostile text, the size bound."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfgate.compare.gate import CompareVerdict, InconclusivePolicy, WorkloadVerdict
+from perfgate.errors import InfrastructureError, UsageError
+from perfgate.report import compare_markdown
+from perfgate.report.compare_markdown import (
+    CELL_LIMIT,
+    append_step_summary,
+    escape_cell,
+    escape_text,
+    verdict_markdown,
+    write_markdown,
+)
+from perfgate.stats.compare import MetricComparison, compare_metric, correct
+
+CHANGED_HEADER = (
+    "| workload | metric | baseline | head | change (95 % CI) | threshold | detectable | verdict |"
+)
+ALL_HEADER = (
+    "| workload | metric | baseline | head | change (95 % CI) | threshold | detectable "
+    "| p | p (BH) | verdict | why |"
+)
+HOSTILE = "<script>alert(1)</script> | @org/team [click](http://evil) ![x](http://evil/img) `x`\n#1"
+
+
+def metric(
+    name: str = "step_time_s",
+    *,
+    ratio: float = 1.0,
+    ci: tuple[float, float] = (0.98, 1.02),
+    verdict: str = "no_change",
+    reasons: tuple[str, ...] = (),
+    min_detectable: float = 0.072,
+    baseline: float = 0.1,
+) -> MetricComparison:
+    """A comparison with chosen numbers (lower-is-better, so head = baseline × ratio)."""
+    return MetricComparison(
+        metric=name,
+        direction="lower",
+        baseline_median=baseline,
+        head_median=baseline * ratio,
+        ratio=ratio,
+        ci_low=ci[0],
+        ci_high=ci[1],
+        p_value=0.0022,
+        threshold=0.05,
+        min_detectable=min_detectable,
+        baseline_repeats=6,
+        head_repeats=6,
+        verdict=verdict,  # type: ignore[arg-type]
+        reasons=reasons,
+        p_adjusted=0.0043,
+    )
+
+
+def workload(
+    name: str, *comparisons: MetricComparison, status: str = "compared", notes: tuple[str, ...] = ()
+) -> WorkloadVerdict:
+    return WorkloadVerdict(
+        name=name,
+        status=status,  # type: ignore[arg-type]
+        baseline_origin="base.json",
+        comparisons=list(comparisons),
+        notes=list(notes),
+    )
+
+
+def verdict_of(
+    *workloads: WorkloadVerdict,
+    overall: str,
+    environment: tuple[str, ...] = (),
+    method: str = "baseline",
+    notes: tuple[str, ...] = (),
+) -> CompareVerdict:
+    return CompareVerdict(
+        overall=overall,  # type: ignore[arg-type]
+        head_run_id="00000000-0000-0000-0000-000000000002",
+        workloads=list(workloads),
+        environment_differences=list(environment),
+        method=method,  # type: ignore[arg-type]
+        notes=list(notes),
+    )
+
+
+def tables(markdown: str) -> dict[str, list[list[str]]]:
+    """Each table's body rows, split on unescaped pipes, keyed by its header line."""
+    found: dict[str, list[list[str]]] = {}
+    lines = markdown.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("| ") and i + 1 < len(lines) and lines[i + 1].startswith("|---"):
+            body = []
+            for row in lines[i + 2 :]:
+                if not row.startswith("|"):
+                    break
+                body.append([cell.strip() for cell in re.split(r"(?<!\\)\|", row)[1:-1]])
+            found[line] = body
+    return found
+
+
+def details(markdown: str) -> dict[str, str]:
+    """Collapsed blocks: summary text → content."""
+    pattern = r"<details><summary>(.*?)</summary>(.*?)</details>"
+    return dict(re.findall(pattern, markdown, flags=re.DOTALL))
+
+
+def first_screen(markdown: str) -> str:
+    return markdown.split("<details>")[0]
+
+
+def pct(ratio: float) -> str:
+    return f"{(ratio - 1) * 100:+.1f}"
+
+
+def twelve_metrics() -> CompareVerdict:
+    """Two workloads × 6 metrics: 2 regressions, 1 inconclusive, 1 improvement, 8 unchanged."""
+    gpt = workload(
+        "gpt",
+        metric("step_time_s", ratio=1.081, ci=(1.060, 1.103), verdict="regression"),
+        metric("samples_per_s", ratio=1.12, ci=(1.09, 1.15), verdict="regression"),
+        metric("tokens_per_s"),
+        metric("tflops"),
+        metric("mfu", ratio=1.03, ci=(0.97, 1.09), verdict="inconclusive", reasons=("r1", "r2")),
+        metric("peak_memory_bytes", baseline=3 * 2**30),
+        notes=("the workload definition differs from the baseline's",),
+    )
+    mlp = workload(
+        "mlp",
+        metric("step_time_s", ratio=0.8, ci=(0.75, 0.85), verdict="improvement"),
+        *(metric(m) for m in ("samples_per_s", "tokens_per_s", "tflops", "mfu")),
+        metric("peak_memory_bytes"),
+    )
+    return verdict_of(
+        gpt,
+        mlp,
+        workload("bert-new", status="no_baseline"),
+        overall="regression",
+        environment=("torch: 2.11.0 → 2.13.0",),
+    )
+
+
+# --- escaping ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("<script>alert(1)</script>", "&lt;script&gt;alert(1)&lt;/script&gt;"),
+        ("[click](http://evil)", r"\[click\](http://evil)"),
+        ("![x](http://evil/img)", r"!\[x\](http://evil/img)"),
+        ("cc @org/team and @alice", "cc @\u200dorg/team and @\u200dalice"),
+        ("fixes #123", "fixes #\u200d123"),
+        ("run `rm -rf /`", r"run \`rm -rf /\`"),
+        ("line1\nline2\r\n\t  line3", "line1 line2 line3"),
+        ("**perfgate: pass** _x_ ~~y~~", r"\*\*perfgate: pass\*\* \_x\_ \~\~y\~\~"),
+        ("# heading", r"\# heading"),
+        ("- nested", r"\- nested"),
+        ("12. ordered", r"12\. ordered"),
+        ("a &amp; b", "a &amp;amp; b"),
+        ("back\\slash", "back\\\\slash"),
+        ("\x1b[31mred\x00\u202eevil", r"\[31mredevil"),
+        ("a|b", "a|b"),
+    ],
+)
+def test_escape_text_neutralises_hostile_strings(text: str, expected: str) -> None:
+    assert escape_text(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("a|b", r"a\|b"),
+        ("x | y\n| forged | row |", r"x \| y \| forged \| row \|"),
+        ("<b>|</b>", r"&lt;b&gt;\|&lt;/b&gt;"),
+    ],
+)
+def test_escape_cell_also_escapes_pipes(text: str, expected: str) -> None:
+    assert escape_cell(text) == expected
+
+
+def test_clipping_happens_before_escaping() -> None:
+    """A clipped cell never ends in half an entity or a dangling backslash."""
+    assert escape_cell("w" * 500) == "w" * (CELL_LIMIT - 1) + "…"
+    assert escape_cell("<" * 500) == "&lt;" * (CELL_LIMIT - 1) + "…"
+    assert escape_text("|" * 10, limit=4) == "|||…"
+    assert escape_cell("|" * 10, limit=4) == r"\|\|\|…"
+
+
+def assert_inert(markdown: str, columns: dict[str, int]) -> None:
+    """No HTML but our own details/summary, no forged heading, mention, link or table cell."""
+    assert "<" not in re.sub(r"</?(details|summary)>", "", markdown)
+    assert re.search(r"@[A-Za-z0-9]", markdown) is None
+    assert re.search(r"(?<!\\)\[", markdown.replace("[Full report](", "")) is None
+    headings = [line for line in markdown.splitlines() if line.startswith("#")]
+    assert headings == [markdown.splitlines()[0]]
+    for header, rows in tables(markdown).items():
+        for row in rows:
+            assert len(row) == columns[header], (header, row)
+
+
+def test_hostile_workload_names_and_notes_cannot_inject_anything() -> None:
+    verdict = verdict_of(
+        workload(
+            HOSTILE,
+            metric("step_time_s", ratio=1.2, ci=(1.1, 1.3), verdict="regression"),
+            metric("mfu", verdict="inconclusive", reasons=(HOSTILE,)),
+            notes=(HOSTILE,),
+        ),
+        workload(HOSTILE + "2", status="no_baseline"),
+        overall="regression",
+        environment=(HOSTILE,),
+        notes=(HOSTILE,),
+    )
+    markdown = verdict_markdown(verdict, report_link="https://ci.example/run/1")
+    assert_inert(markdown, {CHANGED_HEADER: 8, ALL_HEADER: 11})
+    assert "alert(1)" in markdown  # the text is shown, only made inert
+    changed = tables(markdown)[CHANGED_HEADER]
+    assert [row[1] for row in changed] == [r"step\_time\_s", "mfu"]
+    assert changed[0][0] == escape_cell(HOSTILE)
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.text(max_size=40), note=st.text(max_size=80))
+def test_any_text_stays_inert(name: str, note: str) -> None:
+    verdict = verdict_of(
+        workload(
+            name,
+            metric("step_time_s", ratio=1.2, ci=(1.1, 1.3), verdict="regression"),
+            metric("mfu", verdict="inconclusive", reasons=(note,)),
+            notes=(note,),
+        ),
+        overall="regression",
+        environment=(note,),
+        notes=(note,),
+    )
+    assert_inert(verdict_markdown(verdict), {CHANGED_HEADER: 8, ALL_HEADER: 11})
+
+
+# --- content ------------------------------------------------------------------------------------
+
+
+def test_numbers_match_a_real_comparison() -> None:
+    base = [0.099, 0.1, 0.1, 0.1, 0.1, 0.101]
+    head = [v * 1.08 for v in base]
+    step = compare_metric("step_time_s", base, head, direction="lower", threshold=0.05, seed=1)
+    rates = [64 / v for v in base], [64 / v for v in head]
+    rate = compare_metric("samples_per_s", *rates, direction="higher", threshold=0.05, seed=1)
+    step, rate = correct([step, rate])
+    assert step.verdict == rate.verdict == "regression"
+    verdict = verdict_of(workload("gpt", step, rate), overall="regression")
+    markdown = verdict_markdown(verdict)
+    rows = {row[1]: row for row in tables(markdown)[CHANGED_HEADER]}
+    assert set(rows) == {r"step\_time\_s", r"samples\_per\_s"}
+    row = rows[r"step\_time\_s"]
+    assert row[2:4] == ["100.00 ms", "108.00 ms"]
+    assert row[4] == f"+8.0 % ({pct(step.ci_low)} … {pct(step.ci_high)})"
+    assert row[5] == "±5 %"
+    assert row[6] == f"{step.min_detectable * 100:.1f} %"
+    assert row[7] == "**regression**"
+    assert rows[r"samples\_per\_s"][2:4] == ["640", "592.6"]
+    worst = max((step, rate), key=lambda c: c.ratio)
+    assert (
+        f"2 of 2 metrics regressed beyond their threshold: gpt {escape_text(worst.metric)} "
+        f"{pct(worst.ratio)} % (95 % CI {pct(worst.ci_low)} … {pct(worst.ci_high)} %)"
+    ) in markdown
+    full = tables(markdown)[ALL_HEADER]
+    assert [(r[7], r[8]) for r in full] == [
+        (f"{c.p_value:.3g}", f"{c.p_adjusted:.3g}") for c in (step, rate)
+    ]
+
+
+def test_changed_table_first_everything_else_collapsed() -> None:
+    markdown = verdict_markdown(twelve_metrics())
+    screen = first_screen(markdown)
+    assert screen.startswith("## perfgate: regression\n")
+    assert (
+        "2 of 12 metrics regressed beyond their threshold: gpt samples\\_per\\_s +12.0 % "
+        "(95 % CI +9.0 … +15.0 %) (the worst)."
+    ) in screen
+    assert "- exit code **1** (regression; `--inconclusive exit4`)" in screen
+    changed = tables(screen)[CHANGED_HEADER]
+    assert [(r[0], r[1], r[7]) for r in changed] == [
+        ("gpt", r"samples\_per\_s", "**regression**"),
+        ("gpt", r"step\_time\_s", "**regression**"),
+        ("gpt", "mfu", "inconclusive"),
+        ("mlp", r"step\_time\_s", "improvement"),
+    ]
+    assert changed[1][4] == "+8.1 % (+6.0 … +10.3)"
+    assert changed[2][6] == "7.2 %" and changed[3][4] == "-20.0 % (-25.0 … -15.0)"
+    assert "no change" not in screen and "bert-new" not in screen and "torch" not in screen
+
+    blocks = details(markdown)
+    assert list(blocks) == [
+        "Environment differences (1)",
+        "Workloads without a baseline (1)",
+        "All 12 metrics, with p-values and reasons",
+        "Workload notes (1)",
+    ]
+    assert "- torch: 2.11.0 → 2.13.0" in blocks["Environment differences (1)"]
+    assert "- bert-new" in blocks["Workloads without a baseline (1)"]
+    full = tables(blocks["All 12 metrics, with p-values and reasons"])[ALL_HEADER]
+    assert len(full) == 12
+    assert sum(r[9] == "no change" for r in full) == 8
+    assert full[4][10] == "r1; r2"
+    assert full[5][2] == "3.0 GiB"
+    assert (
+        "- gpt (compared): the workload definition differs from the baseline's"
+        in blocks["Workload notes (1)"]
+    )
+    assert "omitted" not in markdown
+
+
+def test_loss_mismatch_is_a_changed_row_and_the_reason() -> None:
+    note = "final loss 2.5 differs from the baseline's 2"
+    verdict = verdict_of(
+        workload("mlp", metric("step_time_s"), status="loss_mismatch", notes=(note,)),
+        overall="regression",
+    )
+    markdown = verdict_markdown(verdict)
+    assert (
+        "The final loss differs from the baseline's by more than 1 % in 1 workload (mlp)"
+        in markdown
+    )
+    assert tables(markdown)[CHANGED_HEADER] == [
+        ["mlp", "final loss", "—", "—", escape_cell(note), "±1 %", "—", "**loss mismatch**"]
+    ]
+
+
+@pytest.mark.parametrize(("policy", "code"), [("exit4", 4), ("pass", 0), ("fail", 1)])
+def test_inconclusive_headline_and_exit_code_follow_the_policy(
+    policy: InconclusivePolicy, code: int
+) -> None:
+    reason = "interval 0.970–1.090 straddles the ±5% threshold"
+    verdict = verdict_of(
+        workload(
+            "mlp",
+            metric("step_time_s"),
+            metric("mfu", ratio=1.03, ci=(0.97, 1.09), verdict="inconclusive", reasons=(reason,)),
+        ),
+        overall="inconclusive",
+    )
+    assert verdict.exit_code(policy) == code
+    markdown = verdict_markdown(verdict, inconclusive_policy=policy)
+    assert markdown.startswith("## perfgate: inconclusive\n")
+    assert f"1 of 2 metrics are inconclusive (mlp mfu); first reason: {reason}." in markdown
+    assert f"- exit code **{code}** (" in markdown and f"`--inconclusive {policy}`" in markdown
+
+
+def test_inconclusive_sentence_lists_three_names_then_counts() -> None:
+    unsure = [metric(m, verdict="inconclusive", reasons=(f"why {m}",)) for m in "abcde"]
+    markdown = verdict_markdown(verdict_of(workload("w", *unsure), overall="inconclusive"))
+    assert "5 of 5 metrics are inconclusive (w a, w b, w c and 2 more); first reason: why a." in (
+        markdown
+    )
+
+
+def test_pass_says_nothing_changed_and_has_no_changed_table() -> None:
+    verdict = verdict_of(workload("mlp", metric("step_time_s"), metric("mfu")), overall="pass")
+    markdown = verdict_markdown(verdict, inconclusive_policy="fail")
+    assert "No metric changed beyond its threshold (2 metrics compared)." in markdown
+    assert "- exit code **0** (ok; `--inconclusive fail`)" in markdown
+    assert CHANGED_HEADER not in markdown
+    assert len(tables(markdown)[ALL_HEADER]) == 2
+
+
+def test_pass_with_improvements_names_the_best() -> None:
+    verdict = verdict_of(
+        workload(
+            "mlp",
+            metric("step_time_s", ratio=0.9, ci=(0.88, 0.92), verdict="improvement"),
+            metric("mfu", ratio=0.7, ci=(0.6, 0.8), verdict="improvement"),
+        ),
+        overall="pass",
+    )
+    assert (
+        "No metric regressed; 2 of 2 metrics improved beyond their threshold: "
+        "mlp mfu -30.0 % (95 % CI -40.0 … -20.0 %) (the best)."
+    ) in verdict_markdown(verdict)
+
+
+def test_method_notes_and_never_detectable() -> None:
+    verdict = verdict_of(
+        workload("mlp", metric("step_time_s", verdict="inconclusive", min_detectable=math.inf)),
+        overall="inconclusive",
+        method="interleaved",
+        notes=("the alert was confirmed by an interleaved re-run", "calibrate with more repeats"),
+    )
+    markdown = verdict_markdown(verdict)
+    screen = markdown.split("| workload")[0]
+    assert "- method: interleaved A/B (base and head measured alternately in this job)" in screen
+    assert "- the alert was confirmed by an interleaved re-run\n" in screen
+    assert "- calibrate with more repeats\n" in screen
+    assert tables(markdown)[CHANGED_HEADER][0][6] == "never"
+
+
+def test_report_link_only_for_http_urls() -> None:
+    verdict = verdict_of(workload("mlp", metric("step_time_s")), overall="pass")
+    plain = verdict_markdown(verdict, report_link="https://ci.example/runs/1?x=2#report")
+    assert plain.endswith("\n[Full report](https://ci.example/runs/1?x=2#report)\n")
+    tricky = verdict_markdown(verdict, report_link="https://ci.example/a b)[x](http://evil")
+    assert "[Full report](https://ci.example/a%20b%29%5Bx%5D%28http://evil)" in tricky
+    script = verdict_markdown(verdict, report_link="javascript:alert(1)")
+    assert "](javascript" not in script and "Full report: javascript:alert(1)" in script
+    assert "Full report" not in verdict_markdown(verdict)
+
+
+# --- size bound ---------------------------------------------------------------------------------
+
+
+def huge_verdict(workloads: int, note_chars: int = 2000) -> CompareVerdict:
+    """``workloads`` × 6 metrics with long hostile notes; the regressions are in the last one."""
+    note = ("<b>|</b> @team [x](y) " * note_chars)[:note_chars]
+    names = ("step_time_s", "samples_per_s", "tokens_per_s", "tflops", "mfu", "peak_memory_bytes")
+    items = [
+        workload(f"workload-{i:05d}", *(metric(m) for m in names), notes=(note, note))
+        for i in range(workloads - 1)
+    ]
+    slow = [
+        metric(m, ratio=1.1 + i / 100, ci=(1.08, 1.2), verdict="regression")
+        for i, m in enumerate(names)
+    ]
+    items.append(workload("the-slow-one", *slow))
+    return verdict_of(
+        *items,
+        overall="regression",
+        environment=tuple(f"{note} {i}" for i in range(50)),
+        notes=("confirmed",),
+    )
+
+
+def rendered_rows(markdown: str) -> int:
+    """Table body rows plus list items, less the two header bullets (exit code, method)."""
+    body = sum(len(rows) for rows in tables(markdown).values())
+    items = sum(line.startswith("- ") for line in markdown.splitlines())
+    return body + items - 2
+
+
+def test_huge_verdict_stays_under_the_comment_limit() -> None:
+    verdict = huge_verdict(2000)
+    markdown = verdict_markdown(verdict)
+    assert len(markdown) <= 65_000
+    changed = tables(first_screen(markdown))[CHANGED_HEADER]
+    assert [r[0] for r in changed] == ["the-slow-one"] * 6
+    assert [r[1] for r in changed][:2] == [r"peak\_memory\_bytes", "mfu"]  # worst first
+    total = 1 + 6 + 50 + 2000 * 6 + 2 * 1999
+    omitted = int(
+        re.findall(r"… (\d+) more rows omitted; see the JSON verdict / report", markdown)[0]
+    )
+    assert omitted == total - rendered_rows(markdown) and omitted > 10_000
+    assert markdown.count("<details>") == markdown.count("</details>")
+
+
+@pytest.mark.parametrize("max_chars", [1, 2, 40, 300, 700, 1_000, 1_500, 4_000, 20_000])
+def test_bound_holds_for_tiny_budgets(max_chars: int) -> None:
+    verdict = huge_verdict(30)
+    full = verdict_markdown(verdict, report_link="https://x.test/r", max_chars=10**9)
+    markdown = verdict_markdown(verdict, report_link="https://x.test/r", max_chars=max_chars)
+    assert len(markdown) <= max_chars < len(full)
+    if markdown.endswith("…"):  # not even the header fitted: it is clipped
+        assert full.startswith(markdown[:-1])
+    else:
+        assert markdown.startswith(full[: full.index("\n- method")])
+    assert markdown.count("<details>") == markdown.count("</details>")
+
+
+@settings(max_examples=40, deadline=None)
+@given(max_chars=st.integers(min_value=1, max_value=30_000))
+def test_bound_holds_for_any_budget(max_chars: int) -> None:
+    markdown = verdict_markdown(huge_verdict(25, note_chars=300), max_chars=max_chars)
+    assert len(markdown) <= max_chars
+    if "rows omitted" in markdown:
+        omitted = int(re.findall(r"… (\d+) more rows omitted", markdown)[0])
+        assert omitted == 1 + 6 + 50 + 25 * 6 + 2 * 24 - rendered_rows(markdown)
+
+
+def test_changed_rows_survive_before_details() -> None:
+    verdict = huge_verdict(40)
+    full = verdict_markdown(verdict, max_chars=10**9)
+    changed_end = full.index("<details>")
+    markdown = verdict_markdown(verdict, max_chars=changed_end + 200)
+    assert markdown.startswith(full[:changed_end])
+    assert len(tables(markdown)[CHANGED_HEADER]) == 6
+    assert "more rows omitted" in markdown
+
+    table_start = full.index(CHANGED_HEADER)
+    cut = verdict_markdown(verdict, max_chars=table_start + 600)
+    kept = tables(cut)[CHANGED_HEADER]
+    assert 0 < len(kept) < 6
+    assert kept == tables(full)[CHANGED_HEADER][: len(kept)]  # the worst rows are kept
+    assert "<details>" not in cut
+    assert f"… {6 - len(kept) + 50 + 40 * 6 + 2 * 39} more rows omitted" in cut
+
+
+def test_rows_after_the_first_dropped_one_are_dropped_too() -> None:
+    """A short later block must not jump a long changed row: the output stays a prefix."""
+    long_note = "final loss " + "9" * 440
+    verdict = verdict_of(
+        workload("w", metric("step_time_s"), status="loss_mismatch", notes=(long_note,)),
+        workload("x", status="no_baseline"),
+        overall="regression",
+    )
+    full = verdict_markdown(verdict, max_chars=10**9)
+    markdown = verdict_markdown(verdict, max_chars=full.index(CHANGED_HEADER) + 250)
+    assert CHANGED_HEADER not in markdown and "<details>" not in markdown
+    assert "… 4 more rows omitted" in markdown  # changed row, metric row, note, no-baseline
+
+
+def test_max_chars_must_be_positive() -> None:
+    with pytest.raises(UsageError, match="max_chars"):
+        verdict_markdown(twelve_metrics(), max_chars=0)
+
+
+# --- files --------------------------------------------------------------------------------------
+
+
+def test_step_summary_is_appended_only_when_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = tmp_path / "summary.md"
+    assert append_step_summary("# x", {}) is None
+    assert append_step_summary("# x", {"GITHUB_STEP_SUMMARY": ""}) is None
+    assert not summary.exists()
+    assert append_step_summary("first", {"GITHUB_STEP_SUMMARY": str(summary)}) == summary
+    assert summary.read_text() == "first\n"
+    summary.write_text("an earlier step wrote this\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    assert append_step_summary("second") == summary
+    assert summary.read_text() == "an earlier step wrote this\nsecond\n"
+
+
+@pytest.mark.parametrize("target", ["missing-dir/summary.md", "."])
+def test_unwritable_step_summary_is_an_infrastructure_error(tmp_path: Path, target: str) -> None:
+    with pytest.raises(InfrastructureError, match="GITHUB_STEP_SUMMARY") as caught:
+        append_step_summary("x", {"GITHUB_STEP_SUMMARY": str(tmp_path / target)})
+    assert caught.value.fix and "\n" not in caught.value.one_line()
+
+
+def test_write_markdown_replaces_atomically(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "out" / "verdict.md"
+    write_markdown(path, "old\n")
+    write_markdown(path, "new ✓\n")
+    assert path.read_text(encoding="utf-8") == "new ✓\n"
+
+    def broken_replace(src: str, dst: Path) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(compare_markdown.os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk full"):
+        write_markdown(path, "half")
+    assert path.read_text(encoding="utf-8") == "new ✓\n"
+    assert os.listdir(path.parent) == ["verdict.md"]
+
+
+def test_write_markdown_to_an_unwritable_place_is_a_usage_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(UsageError, match="cannot write") as caught:
+        write_markdown(blocker / "verdict.md", "x")
+    assert caught.value.fix == "choose a writable --markdown path"
