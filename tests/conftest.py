@@ -34,8 +34,11 @@ def perfgate_cli() -> CliRun:
     def run(
         *args: str, cwd: Path, timeout: float = 600, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        environment = {**os.environ, "COLUMNS": "200", **(env or {})}
+        environment = {**os.environ, "COLUMNS": "200"}
+        # A test names its database and job summary itself; CI's own must never leak in.
         environment.pop("PERFGATE_DATABASE_URL", None)
+        environment.pop("GITHUB_STEP_SUMMARY", None)
+        environment.update(env or {})
         return subprocess.run(
             [sys.executable, "-m", "perfgate", *args],
             cwd=cwd,

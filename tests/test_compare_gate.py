@@ -132,3 +132,32 @@ def test_compare_cli_exit_codes(tmp_path: Path, perfgate_cli) -> None:  # type: 
         "compare", str(tmp_path / "nope.json"), "--baseline", str(base), cwd=tmp_path
     )
     assert missing.returncode == ExitCode.USAGE and "does not exist" in missing.stderr
+
+
+def test_compare_cli_writes_markdown_and_the_job_summary(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+    base, slow = tmp_path / "base.json", tmp_path / "slow.json"
+    write_result(base, run(0.1, 1))
+    write_result(slow, run(0.13, 3))
+    summary = tmp_path / "summary.md"
+    summary.write_text("written by an earlier step\n")
+    markdown, verdict = tmp_path / "comment.md", tmp_path / "verdict.json"
+    completed = perfgate_cli(
+        "compare",
+        str(slow),
+        "--baseline",
+        str(base),
+        "--markdown",
+        str(markdown),
+        "--json",
+        str(verdict),
+        cwd=tmp_path,
+        env={"GITHUB_STEP_SUMMARY": str(summary)},
+    )
+    assert completed.returncode == ExitCode.REGRESSION, completed.stdout + completed.stderr
+    comment = markdown.read_text()
+    assert "perfgate: regression" in comment and "<details>" in comment
+    step = json.loads(verdict.read_text())["workloads"][0]["comparisons"][0]
+    assert step["metric"] == "step_time_s"
+    assert f"+{(step['ratio'] - 1) * 100:.1f}" in comment
+    assert summary.read_text() == "written by an earlier step\n" + comment + "\n"
+    assert f"job summary: appended to {summary}" in completed.stdout

@@ -48,6 +48,7 @@ def summarize_workload(
         mfu(tflops, peak) if tflops is not None else (None, "no FLOP count for this workload")
     )
     shares = [s for s in (dataloader_wait_share(r) for r in ok) if s is not None]
+    firsts = [r.first_step_s for r in ok if r.first_step_s is not None]
     return WorkloadSummary(
         ok_repeats=len(ok),
         median_step_s=step_s,
@@ -60,7 +61,7 @@ def summarize_workload(
         mfu_reason=mfu_reason,
         peak_tflops=peak.tflops,
         peak_memory_bytes=max(peak_memory_values(ok, device), default=None),
-        first_step_s=statistics.median(r.first_step_s for r in ok if r.first_step_s is not None),
+        first_step_s=statistics.median(firsts) if firsts else None,
         dataloader_wait_share=statistics.median(shares) if shares else None,
         final_loss=ok[0].losses[-1] if ok[0].losses else None,
     )
