@@ -17,6 +17,7 @@ from rich.table import Table
 
 from perfgate.compare.gate import CompareVerdict, InconclusivePolicy
 from perfgate.config import Config
+from perfgate.result import RunResult
 from perfgate.runner.plan import Selection
 
 
@@ -65,6 +66,7 @@ def compare(
 
     def action() -> tuple[Table, int, list[str]]:
         from perfgate.config import load_config
+        from perfgate.result import load_result
 
         settings = load_config(config)
         policy = _policy(inconclusive or settings.inconclusive)
@@ -77,7 +79,7 @@ def compare(
                     "--ab measures both sides itself",
                     "drop the head document, --baseline, --baseline-dir and --confirm",
                 )
-            verdict = _compare_refs(
+            verdict, head_run = _compare_refs(
                 settings,
                 ab,
                 Selection(
@@ -97,11 +99,12 @@ def compare(
         else:
             if head is None:
                 raise _usage("no head result document given", "pass HEAD.json, or use --ab")
-            verdict = _judge(head, baseline, baseline_dir, branch, allow_env_drift, settings)
+            head_run = load_result(head)
+            verdict = _judge(head_run, baseline, baseline_dir, branch, allow_env_drift, settings)
             if confirm:
                 verdict = _confirm(
                     verdict,
-                    head,
+                    head_run,
                     settings,
                     base_ref or _default_base_ref(),
                     device or settings.device,
@@ -109,6 +112,7 @@ def compare(
                     ab_budget,
                     out_dir,
                 )
+        verdict = _explained(verdict, head_run, settings)
         written = _write_outputs(verdict, policy, json_out, markdown)
         return verdict_table(verdict), int(verdict.exit_code(policy)), written
 
@@ -127,7 +131,7 @@ def _compare_refs(
     rounds: int,
     budget_s: float,
     out_dir: Path,
-) -> CompareVerdict:
+) -> tuple[CompareVerdict, RunResult]:
     from perfgate.cli import console
     from perfgate.cli_progress import RoundProgress
     from perfgate.compare.ab import compare_refs
@@ -144,12 +148,12 @@ def _compare_refs(
             budget_s=budget_s,
             observer=progress,
         )
-    return outcome.verdict
+    return outcome.verdict, outcome.head
 
 
 def _confirm(
     verdict: CompareVerdict,
-    head_path: Path,
+    head: RunResult,
     config: Config,
     base_ref: str,
     device: str,
@@ -160,12 +164,11 @@ def _confirm(
     from perfgate.cli import console
     from perfgate.cli_progress import RoundProgress
     from perfgate.compare.ab import confirm_alerts
-    from perfgate.result import load_result
 
     with RoundProgress(console) as progress:
         return confirm_alerts(
             verdict,
-            load_result(head_path),
+            head,
             config,
             base_ref,
             device=device,
@@ -239,7 +242,7 @@ def _usage(problem: str, fix: str) -> Exception:
 
 
 def _judge(
-    head_path: Path,
+    head: RunResult,
     baseline_path: Path | None,
     baseline_dir: Path | None,
     branch: str,
@@ -252,7 +255,6 @@ def _judge(
 
     if baseline_path is not None and baseline_dir is not None:
         raise _usage("--baseline and --baseline-dir exclude each other", "give one of them")
-    head = load_result(head_path)
     if baseline_path is not None:
         baselines = from_result(load_result(baseline_path), str(baseline_path))
     elif baseline_dir is not None:
@@ -262,3 +264,29 @@ def _judge(
     return compare_runs(
         head, baselines, allow_env_drift=allow_env_drift, thresholds=settings.thresholds
     )
+
+
+def _explained(verdict: CompareVerdict, head: RunResult, settings: Config) -> CompareVerdict:
+    """Inconclusive timing verdicts explained by this machine's stored calibration, if any.
+
+    Best effort: no database (a file not created yet, a GPU box without the database
+    libraries, an unreachable server) only means the sentence says how to calibrate.
+    """
+    if not any(c.verdict == "inconclusive" for w in verdict.workloads for c in w.comparisons):
+        return verdict
+    from perfgate.calibration.explain import annotate_inconclusive
+
+    try:
+        from perfgate.calibration.store import latest_calibrations
+        from perfgate.store.engine import StoreUnavailable, database_exists
+    except ImportError:  # `perfgate run --no-store` machines may lack sqlmodel/sqlalchemy
+        return annotate_inconclusive(verdict, {})
+    try:
+        found = (
+            latest_calibrations(settings.database_url, settings.root, head)
+            if database_exists(settings.database_url, settings.root)
+            else {}
+        )
+    except StoreUnavailable:
+        found = {}
+    return annotate_inconclusive(verdict, found)

@@ -35,7 +35,7 @@ from perfgate.store.ingest import store_run
 
 pytest_plugins = ["conftest_db"]
 FIRST_TABLES = ["environments", "runs", "workload_results", "repeat_samples"]
-NEW_TABLES = ["metric_summaries", "baselines", "baseline_runs", "change_points"]
+NEW_TABLES = ["metric_summaries", "baselines", "baseline_runs", "change_points", "calibrations"]
 
 
 @contextmanager
@@ -118,8 +118,8 @@ def test_first_use_migrates_an_empty_database_to_head(database_url: str, tmp_pat
     make_engine(database_url, tmp_path).dispose()
     assert table_names(database_url) >= {*FIRST_TABLES, *NEW_TABLES, "alembic_version"}
     with connected(database_url) as connection:
-        assert schema_revision(connection) == head_revision() == "0002"
-    assert upgrade_database(database_url, tmp_path) == ("0002", "0002")
+        assert schema_revision(connection) == head_revision() == "0003"
+    assert upgrade_database(database_url, tmp_path) == ("0003", "0003")
 
 
 def test_migrations_create_exactly_the_tables_of_tables_py(
@@ -153,10 +153,10 @@ def test_upgrade_from_the_first_schema_keeps_every_row(
     assert refused.value.exit_code == ExitCode.INFRASTRUCTURE
     assert isinstance(refused.value, InfrastructureError)
     assert str(refused.value) == (
-        "database schema is at revision 0001, this perfgate needs 0002 — run `perfgate db upgrade`"
+        "database schema is at revision 0001, this perfgate needs 0003 — run `perfgate db upgrade`"
     )
 
-    assert upgrade_database(database_url, tmp_path) == ("0001", "0002")
+    assert upgrade_database(database_url, tmp_path) == ("0001", "0003")
     assert_first_version_rows_intact(database_url)
     assert table_names(database_url) >= set(NEW_TABLES)
     assert store_run(database_url, fake_run(), tmp_path)
@@ -181,11 +181,11 @@ def test_db_upgrade_through_the_cli(database_url: str, tmp_path: Path, perfgate_
     write_result(document, fake_run())
     refused = perfgate_cli("ingest", str(document), cwd=tmp_path)
     assert refused.returncode == ExitCode.INFRASTRUCTURE
-    assert "revision 0001, this perfgate needs 0002 — run `perfgate db upgrade`" in refused.stderr
+    assert "revision 0001, this perfgate needs 0003 — run `perfgate db upgrade`" in refused.stderr
 
     upgraded = perfgate_cli("db", "upgrade", cwd=tmp_path)
     assert upgraded.returncode == ExitCode.OK, upgraded.stderr
-    assert "upgraded from 0001 to revision 0002" in upgraded.stdout
+    assert "upgraded from 0001 to revision 0003" in upgraded.stdout
     assert "s3cret" not in upgraded.stdout + upgraded.stderr
     stored = perfgate_cli("ingest", str(document), cwd=tmp_path)
     assert stored.returncode == ExitCode.OK and "stored" in stored.stdout

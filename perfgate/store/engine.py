@@ -96,6 +96,16 @@ def resolve_url(url: str, root: Path) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
+def database_exists(url: str, root: Path) -> bool:
+    """False only for a SQLite file that is not there yet: a reader need not create one."""
+    parsed = make_url(normalise_url(url))
+    database = _sqlite_file(parsed)
+    if database is None:
+        return True
+    path = Path(database)
+    return (path if path.is_absolute() else root / path).is_file()
+
+
 def _sqlite_file(url: URL) -> str | None:
     """The file a SQLite URL names by path (not in memory, not a ``file:`` URI taken as given)."""
     database = url.database

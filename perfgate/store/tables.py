@@ -158,3 +158,41 @@ class ChangePointRow(SQLModel, table=True):
     median_before: float
     median_after: float
     detected_at: str
+
+
+class CalibrationRow(SQLModel, table=True):
+    """One workload's A/A calibration on one environment (``perfgate calibrate``); never edited,
+    a newer calibration of the same workload and environment simply takes precedence.
+
+    ``environment_key`` is not a foreign key: a calibration may come before any stored run of
+    its environment, and it is only ever looked up by key equality. Null figures mean "never"
+    (the test cannot reach significance, or no repeat count within the limit suffices).
+    """
+
+    __tablename__ = "calibrations"
+    __table_args__ = (
+        Index("ix_calibrations_lookup", "workload", "definition_hash", "environment_key"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    workload: str
+    preset: str
+    definition_hash: str = Field(max_length=64)
+    knobs: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    device: str
+    environment_key: str = Field(max_length=64)
+    created_at: str
+    repeats: int
+    steps: int
+    warmup: int
+    step_median_s: float
+    within_cv: float
+    between_sigma: float
+    repeat_values_s: list[float] = Field(sa_column=Column(JSON, nullable=False))
+    threshold: float
+    configured_repeats: int
+    min_detectable: float | None = None
+    recommended_threshold: float | None = None
+    target: float
+    repeats_for_target: int | None = None
+    repeats_for_target_tuned: int | None = None

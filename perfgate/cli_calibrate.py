@@ -1,0 +1,133 @@
+"""``perfgate calibrate``: thin command over ``perfgate.calibration``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from perfgate.config import Config, load_config
+from perfgate.runner.plan import Selection
+
+if TYPE_CHECKING:
+    from perfgate.calibration.measure import CalibrationRun
+
+
+def calibrate(
+    suite: str | None = typer.Option(None, help="suite to calibrate: smoke, full, or from config"),
+    workload: list[str] = typer.Option(
+        [], "--workload", "-w", help="workload (repeatable; NAME or NAME@preset); overrides --suite"
+    ),
+    preset: str | None = typer.Option(None, help="preset for every selected workload"),
+    repeats: int = typer.Option(10, help="A/A repeats (fresh processes) per workload"),
+    steps: int | None = typer.Option(None, help="measured steps per repeat (default: as run)"),
+    warmup: int | None = typer.Option(None, help="discarded warm-up steps per repeat (>= 1)"),
+    device: str | None = typer.Option(None, help="cpu, cuda or auto (default: config, else auto)"),
+    knob: list[str] = typer.Option(
+        [], "--knob", "-k", help="KEY=VALUE or WORKLOAD.KEY=VALUE (repeatable)"
+    ),
+    timeout: float | None = typer.Option(None, help="seconds allowed per repeat process"),
+    threads: int | None = typer.Option(None, help="intra-op CPU threads (default: physical cores)"),
+    seed: int | None = typer.Option(None, help="seed for weights and synthetic data"),
+    target: str = typer.Option("2%", help="the slowdown you want caught, e.g. 2%"),
+    no_store: bool = typer.Option(False, "--no-store", help="print (and --json) only, no database"),
+    json_out: Path | None = typer.Option(None, "--json", help="write the calibration JSON here"),
+    config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
+) -> None:
+    """A/A repeats of each workload: its noise, and the regressions the gate can detect."""
+    from perfgate.calibration.model import calibration_document, parse_target
+    from perfgate.calibration.report import LEGEND, calibration_table
+    from perfgate.cli import console, errors, guarded
+    from perfgate.errors import ExitCode
+    from perfgate.result import write_json_atomic
+
+    goal = guarded(lambda: parse_target(target))
+    selection = Selection(
+        suite=suite,
+        workloads=workload,
+        preset=preset,
+        knobs=knob,
+        repeats=repeats,
+        steps=steps,
+        warmup=warmup,
+        timeout_s=timeout,
+        threads=threads,
+        seed=seed,
+    )
+    loaded, measured = guarded(lambda: _measure(config, selection, device, goal, json_out))
+    calibrations = measured.calibrations
+    if calibrations:
+        console.print(calibration_table(calibrations, calibrations[0].device))
+        for line in LEGEND:
+            console.print(line, highlight=False)
+    if json_out is not None:
+        guarded(lambda: write_json_atomic(json_out, calibration_document(calibrations)))
+        console.print(f"calibration: {json_out}", highlight=False)
+    if calibrations and not no_store:
+        console.print(f"stored in {guarded(lambda: _store(loaded, measured))}", highlight=False)
+    for failed in measured.failures:
+        errors.print(
+            f"{failed.name}: {failed.status} — {failed.error or 'no detail'}",
+            highlight=False,
+            markup=False,
+        )
+    if measured.failures:
+        raise typer.Exit(int(ExitCode.INFRASTRUCTURE))
+
+
+def _measure(
+    config_path: Path | None,
+    selection: Selection,
+    device: str | None,
+    target: float,
+    json_out: Path | None,
+) -> tuple[Config, CalibrationRun]:
+    from perfgate.calibration.measure import measure_calibrations
+    from perfgate.cli import console
+    from perfgate.cli_progress import RunProgress
+
+    config = load_config(config_path)
+    if json_out is not None:
+        _check_writable(json_out)
+    with RunProgress(console) as progress:
+        measured = measure_calibrations(
+            config,
+            selection,
+            device=device or config.device,
+            target=target,
+            threshold_for=config.thresholds.threshold,
+            observer=progress,
+        )
+    return config, measured
+
+
+def _check_writable(path: Path) -> None:
+    """Fail before minutes of measuring, not after, when ``--json`` could not be written."""
+    from perfgate.errors import UsageError
+    from perfgate.run import check_writable
+
+    try:
+        check_writable(path)
+    except UsageError as exc:
+        raise UsageError(
+            exc.problem.replace("--out", "--json").replace("the result", "the calibration"),
+            "choose a writable --json path",
+        ) from None
+
+
+def _store(config: Config, measured: CalibrationRun) -> str:
+    """Store the calibrations; what was printed (and written) stays whatever happens here."""
+    from perfgate.calibration.store import save_calibrations
+    from perfgate.errors import InfrastructureError
+    from perfgate.store.engine import StoreUnavailable, masked_url
+
+    try:
+        save_calibrations(config.database_url, config.root, measured.calibrations)
+    except StoreUnavailable as exc:
+        raise InfrastructureError(
+            f"the database {masked_url(config.database_url)} could not store the calibrations "
+            f"({exc})",
+            "fix the database (perfgate db upgrade?) and calibrate again, or pass --no-store",
+        ) from None
+    return masked_url(config.database_url)
