@@ -64,6 +64,8 @@ def compare(
     from perfgate.cli import console, guarded
     from perfgate.report.compare_table import verdict_table
 
+    notes: list[str] = []
+
     def action() -> tuple[Table, int, list[str]]:
         from perfgate.config import load_config
         from perfgate.result import load_result
@@ -113,11 +115,14 @@ def compare(
                     out_dir,
                 )
         verdict = _explained(verdict, head_run, settings)
+        notes.extend(verdict.notes)
         written = _write_outputs(verdict, policy, json_out, markdown)
         return verdict_table(verdict), int(verdict.exit_code(policy)), written
 
     table, code, written = guarded(action)
     console.print(table)
+    for note in notes:
+        console.print(note, highlight=False, markup=False)
     for line in written:
         console.print(line, highlight=False)
     raise typer.Exit(code)

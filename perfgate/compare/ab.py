@@ -84,6 +84,12 @@ def compare_refs(
         )
     paths = _write(out_dir, base_run, head_run)
     verdict = judge_ab(base_run, head_run, sides[0].config, f"{base_ref} ({base.commit[:12]})")
+    done = min((len(w.repeats) for w in head_run.workloads), default=0)
+    note = (
+        f"interleaved A/B of {base_ref} ({base.commit[:12]}) against {head_ref} "
+        f"({head.commit[:12]}), {done} rounds; documents: {paths[0]}, {paths[1]}"
+    )
+    verdict = replace(verdict, notes=[*verdict.notes, note])
     return ABOutcome(base=base_run, head=head_run, paths=paths, verdict=verdict)
 
 
