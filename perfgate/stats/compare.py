@@ -47,7 +47,7 @@ Direction = Literal["lower", "higher"]
 Verdict = Literal["regression", "improvement", "no_change", "inconclusive"]
 
 BOOTSTRAP_RESAMPLES = 8000
-"""Enough that the expanded tails (a few tenths of a per cent at 5 repeats) hold 8+ resamples."""
+"""Enough that the expanded tails (half a per cent at 5 repeats a side) hold 40 resamples."""
 CONFIDENCE = 0.95
 ALPHA = 0.05
 MAX_CV = 0.25
@@ -221,25 +221,29 @@ def log_ratio_interval(
         logs = -logs
     # Order statistics rather than interpolated percentiles: exactly mirrored under negation.
     ordered = np.sort(logs)
-    tail = expanded_tail(min(len(worse), len(better)), confidence)
+    tail = expanded_tail(len(worse), len(better), confidence)
     k = int(tail * len(ordered))
     return float(ordered[k]), float(ordered[len(ordered) - 1 - k])
 
 
-def expanded_tail(n: int, confidence: float = CONFIDENCE) -> float:
-    """Tail probability of the *expanded* percentile interval for samples of ``n``.
+def expanded_tail(n_first: int, n_second: int, confidence: float = CONFIDENCE) -> float:
+    """Tail probability of the *expanded* percentile interval for two samples of these sizes.
 
-    A percentile bootstrap on a handful of values is too narrow: the resamples cannot spread
-    wider than the sample, whose spread underestimates the population's. Hesterberg's
-    expansion picks the percentile whose normal quantile matches Student's t with the small-
-    sample factor, Φ(−√(n/(n−1))·t_{n−1}): at 5 repeats the 95 % interval takes the 0.1 %
-    tails, at 30 nearly the 2.5 % ones. On A/A pairs with 10 % noise it is what keeps false
-    alarms under 1 %.
+    A percentile bootstrap on a handful of values is too narrow twice over: each resample's
+    spread is the plug-in (divide-by-n) one, and the normal shape ignores that the spread is
+    itself estimated. Hesterberg's expansion picks the percentile whose normal quantile is
+    Student's t times the plug-in correction: √f · t(df) with f = (1/(n₁−1) + 1/(n₂−1)) /
+    (1/n₁ + 1/n₂) and df = 2·(min(n₁, n₂) − 1) — the pooled n₁ + n₂ − 2 for equal sizes, and
+    for unequal ones a stand-in for Welch's df that, unlike Welch's, never falls when a side
+    grows (so more repeats never make the gate see less). At 5 against 5 the 95 % interval
+    takes the 0.5 % tails, at 20 against 20 about 2 %.
     """
-    if n < 2:
+    if min(n_first, n_second) < 2:
         return 0.0
-    t = stats.t.ppf(1 - (1 - confidence) / 2, n - 1)
-    return float(stats.norm.cdf(-math.sqrt(n / (n - 1)) * t))
+    plug_in = (1 / (n_first - 1) + 1 / (n_second - 1)) / (1 / n_first + 1 / n_second)
+    df = 2 * (min(n_first, n_second) - 1)
+    t = stats.t.ppf(1 - (1 - confidence) / 2, df)
+    return float(stats.norm.cdf(-math.sqrt(plug_in) * t))
 
 
 def _resample_indexes(size: int, rng: np.random.Generator) -> np.ndarray:

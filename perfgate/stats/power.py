@@ -13,10 +13,10 @@ module turns them into the answers a CI owner needs before trusting a gate:
   efficiency of 3/π against the mean on normal data, so ``se = sqrt(π/3) · sigma ·
   sqrt(1/n_base + 1/n_head)``.
 - **Smallest detectable worsening** at a power ``1 - β``: the interval's lower end
-  (estimate − q · se, with q the expanded interval's quantile √(n/(n−1))·t₀.₉₇₅,n−1 for the
-  smaller side's n, see ``perfgate.stats.compare.expanded_tail``) clears ``log(1 + threshold)``
-  with probability ``1 - β`` when the true log-effect is ``log(1 + threshold) + (q +
-  t₁₋β,df) · se``, df = n_base + n_head − 2. It is
+  (estimate − q · se, with q the expanded interval's quantile, √f · t₀.₉₇₅ on
+  2·(min n − 1) df, see ``perfgate.stats.compare.expanded_tail``) clears
+  ``log(1 + threshold)`` with probability ``1 - β`` when the true log-effect is
+  ``log(1 + threshold) + (q + t₁₋β,df) · se``, df = n_base + n_head − 2. It is
   infinite when the exact Mann–Whitney test cannot reach p ≤ 0.05 at those sizes however large
   the change: its smallest two-sided p is ``2 / C(n_base + n_head, n_base)`` (3 against 3: 0.1).
 - **Recommended threshold**: the narrowest band inside which an A/A comparison's interval lands
@@ -171,7 +171,7 @@ def _log_recommended(se: float, n_base: int, n_head: int) -> float:
 
 def _interval_quantile(n_base: int, n_head: int) -> float:
     """How many standard errors the compare rule's expanded interval reaches on each side."""
-    tail = expanded_tail(min(n_base, n_head), 1 - ALPHA)
+    tail = expanded_tail(n_base, n_head, 1 - ALPHA)
     return math.inf if tail <= 0 else float(stats.norm.isf(tail))
 
 
