@@ -17,6 +17,7 @@ from rich.console import Console
 from perfgate.cli_baseline import baseline_app
 from perfgate.cli_calibrate import calibrate
 from perfgate.cli_compare import compare
+from perfgate.cli_rules import rules_app
 from perfgate.config import load_config
 from perfgate.errors import ExitCode, PerfgateError
 
@@ -215,6 +216,7 @@ db_app = typer.Typer(
 )
 app.add_typer(db_app, name="db")
 app.add_typer(baseline_app, name="baseline")
+app.add_typer(rules_app, name="rules")
 app.command("compare")(compare)
 app.command("calibrate")(calibrate)
 

@@ -72,6 +72,9 @@ class Config:
     """Interleaved rounds (repeats a side) for ``compare --ab`` and ``--confirm``."""
     confirm_budget_s: float = 900.0
     """Wall-time budget of a ``compare --confirm`` re-run."""
+    rule_paths: tuple[str, ...] = ()
+    """Folders of extra advisor rule files (relative to the config file), read after the
+    built-in ``rules/``."""
 
 
 _SCALARS: dict[str, type | tuple[type, ...]] = {
@@ -153,6 +156,10 @@ def _build(
         )
         for name, members in _table(origin, "suites", table.get("suites", {})).items()
     }
+    rule_paths = tuple(
+        _check_type(origin, "rule_paths[]", item, str)
+        for item in _check_type(origin, "rule_paths", table.get("rule_paths", []), list)
+    )
     thresholds = parse_thresholds(origin, _table(origin, "thresholds", table.get("thresholds", {})))
     if values.get("inconclusive", "exit4") not in ("exit4", "pass", "fail"):
         raise UsageError(
@@ -163,6 +170,7 @@ def _build(
         source=path,
         workloads=workloads,
         suites=suites,
+        rule_paths=rule_paths,
         thresholds=thresholds,
         **values,
     )

@@ -1,0 +1,1 @@
+"""Advising: evidence from a short profiling window, rules that read it, verified fixes."""

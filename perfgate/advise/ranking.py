@@ -1,0 +1,262 @@
+"""Evaluating rules over one workload's evidence, and ranking the advice that fires.
+
+A rule fires when it applies (device, compute capability, workload kind), every evidence it
+``requires`` is present, its fix is not ``already_on`` and ``when`` is true. Any expression
+that is undefined (missing evidence, a division by zero) keeps it from firing — and the reason
+is kept (``NotFired``), so a rule that never fires can be asked why instead of staying silent.
+
+The estimated saving is Amdahl's: ``affected × (1 − 1/speedup)``, the share of step time the
+fix touches times the part of it the fix removes; ``affected`` is clamped to [0, 1], the
+saving to [0, affected] and, when the rule sets it, to ``max_saving``. A speed-up below 1 gives
+a saving of 0 rather than hiding the advice: the trigger held, the estimate says "not worth it",
+and both are shown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from perfgate.advise.expr import Undefined, Value, evaluate
+from perfgate.advise.rules import Confidence, Formula, Rule
+from perfgate.workloads.knobs import STANDARD_KNOBS
+from perfgate.workloads.protocol import KnobValue
+
+Tier = Literal["high", "medium", "low"]
+Status = Literal["unverified", "verified", "refuted", "unverifiable"]
+
+HIGH_TIER = 0.05
+"""An estimated saving of at least 5 % of step time is high-impact advice."""
+MEDIUM_TIER = 0.03
+"""At least 3 % is medium; anything below is low."""
+_CONFIDENCE_ORDER: dict[str, int] = {"high": 0, "medium": 1, "low": 2}
+
+
+@dataclass(frozen=True)
+class AdviceContext:
+    """What was profiled, when the evidence itself does not say (it wins otherwise unset)."""
+
+    device: str | None = None
+    compute_capability: float | None = None
+    workload_kind: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Advice:
+    """One fired rule: what to do, what it should save, and the numbers behind the claim."""
+
+    rule_id: str
+    title: str
+    category: str
+    confidence: Confidence
+    saving: float
+    """Estimated saving as a fraction of step time."""
+    tier: Tier
+    evidence: Mapping[str, Value]
+    """Every evidence value the rule read: name → value."""
+    fix: str
+    snippet: str
+    references: tuple[str, ...]
+    verify_knobs: Mapping[str, KnobValue]
+    """Knob values (formulas already computed) whose A/B run verifies the advice; empty:
+    unverifiable."""
+    status: Status = "unverified"
+    """Set by the verification step; refuted advice ranks after the rest."""
+    notes: tuple[str, ...] = field(default=())
+    """Caveats worth showing (a knob that could not be computed, a speed-up below 1)."""
+
+
+@dataclass(frozen=True)
+class NotFired:
+    """A rule that did not fire, and why (for ``advise --explain`` and for tests)."""
+
+    rule_id: str
+    reason: str
+
+
+def tier_of(saving: float) -> Tier:
+    """``high`` from 5 % of step time, ``medium`` from 3 %, else ``low``."""
+    if saving >= HIGH_TIER:
+        return "high"
+    return "medium" if saving >= MEDIUM_TIER else "low"
+
+
+def advise(
+    rules: Iterable[Rule], evidence: Mapping[str, Value], context: AdviceContext | None = None
+) -> list[Advice]:
+    """The advice of every rule that fires on ``evidence``, ranked (see ``rank``)."""
+    outcomes = (evaluate_rule(rule, evidence, context or AdviceContext()) for rule in rules)
+    return rank(outcome for outcome in outcomes if isinstance(outcome, Advice))
+
+
+def rank(advice: Iterable[Advice]) -> list[Advice]:
+    """Refuted advice last; otherwise by saving (largest first), confidence, then rule id."""
+    return sorted(
+        advice,
+        key=lambda a: (
+            a.status == "refuted",
+            -a.saving,
+            _CONFIDENCE_ORDER[a.confidence],
+            a.rule_id,
+        ),
+    )
+
+
+def evaluate_rule(
+    rule: Rule, evidence: Mapping[str, Value], context: AdviceContext
+) -> Advice | NotFired:
+    """``Advice`` when ``rule`` fires on ``evidence``, else ``NotFired`` with the reason."""
+    reason = _not_applicable(rule, evidence, context)
+    if reason is not None:
+        return NotFired(rule.id, reason)
+    missing = [name for name in rule.requires if evidence.get(name) is None]
+    if missing:
+        return NotFired(rule.id, f"no evidence {', '.join(missing)}")
+    for label, formula in (("already_on", rule.already_on), ("when", rule.when)):
+        value = evaluate(formula.tree, evidence)
+        if isinstance(value, Undefined):
+            return NotFired(rule.id, f"{label} is undefined: {value.reason}")
+        if not isinstance(value, bool):
+            return NotFired(rule.id, f"{label} gave {value!r}, not true or false")
+        if label == "already_on" and value:
+            return NotFired(rule.id, "the fix is already on")
+        if label == "when" and not value:
+            return NotFired(rule.id, "when is false")
+    saving, notes = _saving(rule, evidence)
+    if isinstance(saving, NotFired):
+        return saving
+    knobs, knob_notes = _knobs(rule, evidence)
+    return Advice(
+        rule_id=rule.id,
+        title=rule.title,
+        category=rule.category,
+        confidence=rule.confidence,
+        saving=saving,
+        tier=tier_of(saving),
+        evidence={
+            name: evidence[name]
+            for name in sorted(rule.evidence_names)
+            if evidence.get(name) is not None
+        },
+        fix=rule.fix,
+        snippet=rule.snippet,
+        references=rule.references,
+        verify_knobs=knobs,
+        notes=(*notes, *knob_notes),
+    )
+
+
+def with_status(advice: Advice, status: Status) -> Advice:
+    """``advice`` with its verification status set (re-rank afterwards with ``rank``)."""
+    return replace(advice, status=status)
+
+
+def _not_applicable(
+    rule: Rule, evidence: Mapping[str, Value], context: AdviceContext
+) -> str | None:
+    applies = rule.applies
+    device = context.device or _text(evidence.get("device"))
+    if applies.devices and device not in applies.devices:
+        return f"applies to {', '.join(applies.devices)}, not {device or 'an unknown device'}"
+    if applies.min_compute_capability is not None or applies.max_compute_capability is not None:
+        capability = context.compute_capability or _capability(evidence.get("compute_capability"))
+        if capability is None:
+            return "the compute capability is unknown"
+        low = applies.min_compute_capability
+        high = applies.max_compute_capability
+        if (low is not None and capability < low) or (high is not None and capability > high):
+            return f"compute capability {capability:g} is outside the rule's range"
+    if applies.workload_kinds:
+        kind = context.workload_kind or _text(evidence.get("workload_kind"))
+        if kind not in applies.workload_kinds:
+            return (
+                f"applies to {', '.join(applies.workload_kinds)} workloads, not {kind or 'unknown'}"
+            )
+    return None
+
+
+def _saving(rule: Rule, evidence: Mapping[str, Value]) -> tuple[float | NotFired, list[str]]:
+    values: dict[str, float] = {}
+    formulas = [("speedup", rule.speedup), ("affected", rule.affected)]
+    if rule.max_saving is not None:
+        formulas.append(("max_saving", rule.max_saving))
+    for label, formula in formulas:
+        number = _number(formula, evidence)
+        if isinstance(number, str):
+            return NotFired(rule.id, f"{label} is undefined: {number}"), []
+        values[label] = number
+    speedup = values["speedup"]
+    if speedup <= 0:
+        return NotFired(rule.id, f"speedup is {speedup:g}, not a speed-up factor"), []
+    affected = min(max(values["affected"], 0.0), 1.0)
+    saving = min(max(affected * (1.0 - 1.0 / speedup), 0.0), affected)
+    if "max_saving" in values:
+        saving = min(saving, max(values["max_saving"], 0.0))
+    notes = (
+        [f"estimated speed-up {speedup:g} is below 1: no saving expected"] if speedup < 1 else []
+    )
+    return saving, notes
+
+
+def _number(formula: Formula, evidence: Mapping[str, Value]) -> float | str:
+    """The formula's finite number, or the reason it has none."""
+    value = evaluate(formula.tree, evidence)
+    if isinstance(value, Undefined):
+        return value.reason
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        return f"{formula.source!r} gave {value!r}, not a number"
+    return float(value)
+
+
+def _knobs(rule: Rule, evidence: Mapping[str, Value]) -> tuple[dict[str, KnobValue], list[str]]:
+    """The verify knobs with formulas computed; none at all when one cannot be (a partial
+    change would verify something other than the advice)."""
+    knobs: dict[str, KnobValue] = {}
+    for name, setting in rule.verify_knobs.items():
+        if not isinstance(setting, Formula):
+            knobs[name] = setting
+            continue
+        value, problem = _knob_value(name, evaluate(setting.tree, evidence))
+        if problem:
+            return {}, [f"unverifiable here: knob {name} = {setting.source} {problem}"]
+        knobs[name] = value
+    return knobs, []
+
+
+def _knob_value(name: str, value: Value | Undefined) -> tuple[KnobValue, str]:
+    """A computed knob value in the knob's type, or an empty value and what is wrong."""
+    if isinstance(value, Undefined):
+        return None, f"is undefined ({value.reason})"
+    spec = STANDARD_KNOBS[name]
+    if spec.kind is int:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            return None, f"gave {value!r}, not a number"
+        if value < 0 or value != int(value):
+            return None, f"gave {value!r}, not a whole number >= 0"
+        return int(value), ""
+    if spec.kind is bool:
+        return (value, "") if isinstance(value, bool) else (None, f"gave {value!r}, not true/false")
+    if not isinstance(value, str) or (spec.choices is not None and value not in spec.choices):
+        return None, f"gave {value!r}, not one of {', '.join(spec.choices or ())}"
+    return value, ""
+
+
+def _text(value: Value | None) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _capability(value: Value | None) -> float | None:
+    """The catalogue writes compute capability as text ("8.0"); a number is accepted too."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        capability = float(value)
+    except ValueError:
+        return None
+    return capability if math.isfinite(capability) else None
