@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 import typer
 from rich.console import Console
 
+from perfgate.cli_advise import advise_command
 from perfgate.cli_baseline import baseline_app
 from perfgate.cli_calibrate import calibrate
 from perfgate.cli_compare import compare
@@ -218,6 +219,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(baseline_app, name="baseline")
 app.add_typer(rules_app, name="rules")
 app.command("compare")(compare)
+app.command("advise")(advise_command)
 app.command("calibrate")(calibrate)
 
 

@@ -150,7 +150,10 @@ def test_builtin_dataloader_rules_split_on_free_cores() -> None:
     (starving,) = advise(rules, evidence)
     assert starving.rule_id == "dataloader-starvation"
     assert starving.verify_knobs == {"num_workers": 4}
-    (saturated,) = advise(rules, {**evidence, "cpu_cores_available": 3})
+    # From no workers, two: a training process that mostly waits leaves its core to them.
+    (first,) = advise(rules, {**evidence, "dataloader_num_workers": 0, "cpu_cores_available": 2})
+    assert first.rule_id == "dataloader-starvation" and first.verify_knobs == {"num_workers": 2}
+    (saturated,) = advise(rules, {**evidence, "cpu_cores_available": 2})
     assert saturated.rule_id == "dataloader-cpu-saturated" and saturated.verify_knobs == {}
 
 

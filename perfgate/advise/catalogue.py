@@ -9,9 +9,9 @@ a CPU run avoids "GPU idle 0 %" advice and a trace without shapes avoids "dims m
 Conventions: a ``share`` is a fraction (0–1) of the profiled step time, so a rule's saving is
 ``share × (1 − 1/speed-up)`` (Amdahl). On CUDA the device categories (matmul … other) are GPU
 timeline time and ``dataloader_wait_share``/``host_sync_share`` host time, so shares of one step
-may overlap and need not sum to 1; on CPU they are op self time and do not overlap. A
-``fraction`` is 0–1 of something else, named in the description; a ``count`` is per profiled
-step unless the description says otherwise.
+may overlap and need not sum to 1; on CPU they are op self time, the median over the steps
+(one preempted step does not move them). A ``fraction`` is 0–1 of something else, named in the
+description; a ``count`` is per profiled step unless the description says otherwise.
 """
 
 from __future__ import annotations

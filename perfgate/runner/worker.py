@@ -11,6 +11,10 @@ writes exactly one JSON document to OUT atomically. Exit codes:
   ``{"status": "usage_error", ...}`` and the parent aborts the whole run with exit code 2.
 
 Anything else (a signal, ``os._exit``, an OOM kill, a missing OUT) is a crash, judged by the parent.
+
+A spec with a ``"profile"`` entry asks for the profiling mode instead (``perfgate advise``): the
+same build and warm-up, then a ``torch.profiler`` window and no timed steps (see
+``perfgate.advise.profile_window``). The timed path never imports it.
 """
 
 from __future__ import annotations
@@ -293,6 +297,13 @@ def describe_device(device: str) -> dict[str, Any]:
     }
 
 
+def run_profile(spec: dict[str, Any]) -> dict[str, Any]:
+    """The profiling mode, imported only when a spec asks for it."""
+    from perfgate.advise.profile_window import run_profile as profile_window
+
+    return profile_window(spec)
+
+
 def _jsonable(value: Any) -> Any:
     """Keep JSON types; anything else is recorded by its ``repr``."""
     try:
@@ -316,7 +327,7 @@ def main(argv: list[str]) -> int:
     for entry in reversed(spec.get("python_path", [])):
         sys.path.insert(0, entry)
     try:
-        document = run_repeat(spec)
+        document = run_profile(spec) if spec.get("profile") else run_repeat(spec)
         code = 0
     except UsageError as exc:
         document = {"status": "usage_error", "error": exc.one_line()}

@@ -1,0 +1,209 @@
+"""Evidence for advice: one profiling worker per workload, its trace and facts combined.
+
+The parent side of ``perfgate advise`` (and ``perfgate run --profile``). Each selected workload
+is built in a fresh worker process through the same machinery as a timed repeat
+(``perfgate.runner.process.run_worker`` on ``perfgate.runner.orchestrator.worker_spec``), with a
+``"profile"`` entry in the spec that switches the worker to its profiling mode::
+
+    "profile": {"steps": 5, "trace_path": "/tmp/…/gpt.trace.json"}
+
+The worker writes the trace and returns the live facts; the parent reads the trace
+(``trace_evidence``), lays the facts over it and derives what needs both (MFU and the GC share
+need the trace's step time). A worker that fails, hangs or crashes becomes a
+``ProfiledWorkload`` with its status and error, never an exception that stops the others.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfgate.advise.catalogue import EVIDENCE, Evidence
+from perfgate.advise.facts import DERIVATION_INPUTS
+from perfgate.advise.trace_evidence import load_trace, trace_evidence
+from perfgate.config import Config
+from perfgate.errors import PerfgateError, UsageError
+from perfgate.result import RunSettings
+from perfgate.run import prepare, resolve_device
+from perfgate.runner.orchestrator import SAMPLE_INTERVAL_S, worker_spec
+from perfgate.runner.plan import PlannedWorkload, Selection
+from perfgate.runner.process import run_worker
+
+DEFAULT_PROFILE_STEPS = 5
+"""Active profiler steps: enough to see a steady step, few enough to keep the trace small."""
+
+BUILTIN_KINDS = {"gpt": "transformer", "resnet": "convnet", "mlp": "mlp", "datapipe": "datapipe"}
+"""``workload_kind`` of the built-ins; every user workload is ``user``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfiledWorkload:
+    """How one workload's profiling worker ended, with its evidence when it succeeded."""
+
+    name: str
+    status: str
+    """``ok``, ``error``, ``timeout`` or ``crashed`` (as for a timed repeat)."""
+    error: str | None
+    evidence: Evidence
+    """Empty unless ``status`` is ``ok``."""
+    trace_path: Path | None
+    """Where the trace was kept (``trace_dir``), else None: it went with the scratch folder."""
+
+
+class ProfilingFailed(PerfgateError):
+    """Some workloads could not be profiled; ``outcomes`` holds every workload's result."""
+
+    def __init__(self, outcomes: list[ProfiledWorkload]) -> None:
+        self.outcomes = outcomes
+        failed = [o for o in outcomes if o.status != "ok"]
+        detail = "; ".join(f"{o.name}: {o.status} ({o.error})" for o in failed)
+        super().__init__(
+            f"{len(failed)} of {len(outcomes)} workloads could not be profiled: {detail}",
+            "fix the workload or raise --timeout, then run perfgate advise again",
+        )
+
+
+def collect_evidence(
+    config: Config,
+    selection: Selection,
+    *,
+    device: str,
+    steps: int = DEFAULT_PROFILE_STEPS,
+    trace_dir: Path | None = None,
+) -> dict[str, Evidence]:
+    """Evidence of every selected workload; ``ProfilingFailed`` if any could not be profiled."""
+    outcomes = profile_workloads(config, selection, device=device, steps=steps, trace_dir=trace_dir)
+    if any(o.status != "ok" for o in outcomes):
+        raise ProfilingFailed(outcomes)
+    return {o.name: o.evidence for o in outcomes}
+
+
+def profile_workloads(
+    config: Config,
+    selection: Selection,
+    *,
+    device: str,
+    steps: int = DEFAULT_PROFILE_STEPS,
+    trace_dir: Path | None = None,
+) -> list[ProfiledWorkload]:
+    """Profile each selected workload in its own worker; failures are results, not exceptions.
+
+    ``device`` is ``cpu``, ``cuda`` or ``auto``. Plan, knobs, warm-up, threads and timeout come
+    from the selection and configuration exactly as for ``perfgate run``.
+    """
+    if steps < 1:
+        raise UsageError(f"profile steps {steps} must be at least 1", "use e.g. 5 steps")
+    plan, settings = prepare(config, selection)
+    device = resolve_device(device)
+    outcomes = []
+    with tempfile.TemporaryDirectory(prefix="perfgate-advise-") as scratch:
+        for planned in plan:
+            outcomes.append(
+                _profile_one(planned, settings, device, steps, Path(scratch), trace_dir)
+            )
+    return outcomes
+
+
+def profile_spec(
+    planned: PlannedWorkload, settings: RunSettings, device: str, steps: int, trace_path: Path
+) -> dict[str, Any]:
+    """A timed repeat's worker spec plus the ``profile`` entry (no FLOP count, no canary)."""
+    spec = worker_spec(planned, settings, device, count_flops=False)
+    spec["inject_slowdown"] = None
+    spec["profile"] = {"steps": steps, "trace_path": str(trace_path)}
+    return spec
+
+
+def _profile_one(
+    planned: PlannedWorkload,
+    settings: RunSettings,
+    device: str,
+    steps: int,
+    scratch: Path,
+    trace_dir: Path | None,
+) -> ProfiledWorkload:
+    name = planned.definition.name
+    label = "profile-" + re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+    trace_path = scratch / f"{label}.trace.json"
+    outcome = run_worker(
+        profile_spec(planned, settings, device, steps, trace_path),
+        scratch,
+        label,
+        settings.timeout_s,
+        None,
+        SAMPLE_INTERVAL_S,
+    )
+    if outcome.status != "ok":
+        return ProfiledWorkload(
+            name=name, status=outcome.status, error=outcome.error, evidence={}, trace_path=None
+        )
+    try:
+        trace = load_trace(trace_path)
+    except (OSError, ValueError) as exc:
+        return ProfiledWorkload(
+            name=name,
+            status="error",
+            error=f"the profiler trace could not be read ({type(exc).__name__}: {exc})",
+            evidence={},
+            trace_path=None,
+        )
+    evidence = evidence_from_trace(trace, outcome.document.get("facts", {}))
+    evidence["workload_kind"] = workload_kind(planned)
+    kept = None
+    if trace_dir is not None:
+        trace_dir.mkdir(parents=True, exist_ok=True)
+        kept = trace_dir / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.trace.json"
+        shutil.copyfile(trace_path, kept)
+    return ProfiledWorkload(name=name, status="ok", error=None, evidence=evidence, trace_path=kept)
+
+
+def workload_kind(planned: PlannedWorkload) -> str:
+    """``transformer``/``convnet``/``mlp``/``datapipe`` for a built-in, ``user`` otherwise."""
+    definition = planned.definition
+    if definition.kind == "builtin":
+        return BUILTIN_KINDS.get(definition.name, "user")
+    return "user"
+
+
+def evidence_from_trace(trace: dict[str, Any], facts: Mapping[str, Any]) -> Evidence:
+    """The trace's evidence with the worker's facts laid over it.
+
+    Facts win where both speak (the live device knows its compute capability better than a
+    trace header), except ``compiled``, which either may prove (a compiled step function leaves
+    the model uncompiled but the trace full of compiled regions). ``mfu`` and ``gc_pause_share``
+    are derived from the facts' inputs and the trace's step time; only catalogue names remain.
+    """
+    evidence = trace_evidence(trace)
+    compiled = bool(evidence.get("compiled")) or bool(facts.get("compiled"))
+    for name, value in facts.items():
+        if name in EVIDENCE and isinstance(value, bool | int | float | str):
+            evidence[name] = float(value) if _is_number(name, value) else value
+    if "compiled" in evidence or compiled:
+        evidence["compiled"] = compiled
+    step_ms = evidence.get("step_time_ms")
+    if isinstance(step_ms, float) and step_ms > 0:
+        evidence.update(_derived(facts, step_ms))
+    if evidence.get("device") != "cuda":
+        evidence = {k: v for k, v in evidence.items() if "cpu" in EVIDENCE[k].devices}
+    return {k: v for k, v in evidence.items() if k not in DERIVATION_INPUTS}
+
+
+def _is_number(name: str, value: Any) -> bool:
+    return EVIDENCE[name].kind == "number" and not isinstance(value, bool)
+
+
+def _derived(facts: Mapping[str, Any], step_ms: float) -> Evidence:
+    """MFU and the GC share, which need the trace's step time."""
+    derived: Evidence = {}
+    flops, peak = facts.get("flops_per_step"), facts.get("peak_tflops")
+    if isinstance(flops, int | float) and isinstance(peak, int | float) and peak > 0:
+        derived["mfu"] = flops / (step_ms / 1000.0) / (peak * 1e12)
+    pause = facts.get("gc_pause_ms_per_step")
+    if isinstance(pause, int | float):
+        derived["gc_pause_share"] = min(1.0, pause / step_ms)
+    return derived

@@ -1,0 +1,140 @@
+"""The worker's profiling mode: a short ``torch.profiler`` window after warm-up, and the facts.
+
+It runs in its own worker process (``python -m perfgate.runner.worker`` with a ``"profile"``
+entry in the spec), never inside a timed repeat: the profiler's per-op bookkeeping slows every
+op, and what it records is evidence for advice, not a measurement to gate on.
+
+The window: build the workload as a timed repeat would, run the spec's warm-up steps, drain the
+GPU, then profile ``1 + steps`` steps under ``schedule(wait=0, warmup=1, active=steps)`` — the
+profiler's own warm-up step absorbs its start-up cost — with ``record_shapes`` on (dtypes and
+matmul dimensions come from op inputs). Each batch fetch is wrapped in a ``perfgate.batch_fetch``
+range, so a batch source that is not a DataLoader still shows its wait. Python's collector is
+timed over the active steps only. The trace is exported when the window closes; the worker's
+JSON document carries the facts and the trace's path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from perfgate.advise.facts import Facts, GcMonitor, collect_facts
+from perfgate.runner.worker import BatchSource, check_setup, count_step_flops, load_factory
+from perfgate.workloads.protocol import KnobValue, TrainingSetup, WorkloadContext
+
+FETCH_RANGE = "perfgate.batch_fetch"
+"""The record_function name around each batch fetch (``trace_evidence`` reads it as wait)."""
+
+
+def run_profile(spec: dict[str, Any]) -> dict[str, Any]:
+    """Build the workload, warm it up, profile the window; returns the worker's JSON document."""
+    import torch
+
+    profile = spec["profile"]
+    steps = int(profile["steps"])
+    trace_path = Path(profile["trace_path"])
+    if spec.get("threads"):
+        torch.set_num_threads(int(spec["threads"]))
+    torch.manual_seed(spec["seed"])
+    context = WorkloadContext(
+        device=spec["device"],
+        preset=spec["preset"],
+        params=spec["params"],
+        knobs=spec["knobs"],
+        seed=spec["seed"],
+    )
+    reference = spec["factory"]
+    setup = check_setup(load_factory(reference)(context), reference)
+    facts = profile_workload(
+        setup,
+        device=spec["device"],
+        knobs=spec["knobs"],
+        warmup=int(spec["warmup"]),
+        steps=steps,
+        trace_path=trace_path,
+        reference=reference,
+    )
+    return {
+        "status": "ok",
+        "trace_path": str(trace_path),
+        "profiled_steps": steps,
+        "threads": torch.get_num_threads(),
+        "applied_knobs": dict(setup.knobs),
+        "facts": facts,
+    }
+
+
+def profile_workload(
+    setup: TrainingSetup,
+    *,
+    device: str,
+    knobs: Mapping[str, KnobValue],
+    warmup: int,
+    steps: int,
+    trace_path: Path,
+    reference: str = "(in-process)",
+) -> Facts:
+    """Warm ``setup`` up, profile ``steps`` steps into ``trace_path``; returns the facts.
+
+    ``knobs`` are the requested knob values; the ones the factory reports as applied win.
+    ``reference`` names the factory in error messages.
+    """
+    import torch
+
+    source = BatchSource(setup.batches, reference)
+    flops = _flops_per_step(setup, source, device)
+    for _ in range(warmup):
+        batch, _ = source.next()
+        setup.step(batch)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    monitor = profile_steps(setup, source, device, steps, trace_path)
+    applied = {**knobs, **setup.knobs}
+    return {**collect_facts(setup, device, applied, flops), **monitor.facts(steps)}
+
+
+def profile_steps(
+    setup: TrainingSetup, source: BatchSource, device: str, steps: int, trace_path: Path
+) -> GcMonitor:
+    """Run one profiler warm-up step and ``steps`` active steps; the trace goes to ``trace_path``.
+
+    No synchronisation is added inside the window (it would show up as the workload's own host
+    sync); the profiler drains the GPU when it stops, after the last step has closed.
+    """
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    activities = [ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    trace_path.parent.mkdir(parents=True, exist_ok=True)
+    monitor = GcMonitor()
+    try:
+        with profile(
+            activities=activities,
+            record_shapes=True,
+            schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
+            on_trace_ready=lambda prof: prof.export_chrome_trace(str(trace_path)),
+        ) as profiler:
+            for index in range(steps + 1):
+                if index == 1:
+                    monitor.start()
+                with record_function(FETCH_RANGE):
+                    batch, _ = source.next()
+                setup.step(batch)
+                if index == steps:
+                    monitor.stop()
+                profiler.step()
+    finally:
+        monitor.stop()
+    if not trace_path.exists():
+        raise RuntimeError(f"the profiler exported no trace to {trace_path}")
+    return monitor
+
+
+def _flops_per_step(setup: TrainingSetup, source: BatchSource, device: str) -> float | None:
+    """FLOPs of one step for MFU (CUDA only: there is no CPU peak): counted, else analytic."""
+    if device != "cuda":
+        return None
+    counted = count_step_flops(setup, source).get("counted_per_step")
+    return float(counted) if counted else setup.analytic_flops_per_step

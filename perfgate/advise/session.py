@@ -1,0 +1,135 @@
+"""``perfgate advise`` as a library call: profile, apply the rules, rank, optionally verify.
+
+Kept apart from the CLI so ``perfgate run --profile`` and the HTML report use the very same
+steps, and from the rule engine so that stays a pure function of evidence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from perfgate.advise.catalogue import Evidence
+from perfgate.advise.evidence import profile_workloads
+from perfgate.advise.ranking import Advice, AdviceContext, advise
+from perfgate.advise.rules import load_rules
+from perfgate.advise.verify import Verification, WorkloadUnderTest, verify_advice
+from perfgate.config import Config
+from perfgate.run import prepare, resolve_device
+from perfgate.runner.interleave import InterleaveObserver
+from perfgate.runner.plan import Selection
+
+ADVICE_SCHEMA = "perfgate.advice"
+ADVICE_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadAdvice:
+    """One workload: its evidence, ranked advice and (with --verify) the measurements."""
+
+    name: str
+    preset: str
+    knobs: Mapping[str, Any]
+    status: str
+    error: str | None = None
+    evidence: Evidence = field(default_factory=dict)
+    advice: list[Advice] = field(default_factory=list)
+    verifications: list[Verification] = field(default_factory=list)
+    trace_path: Path | None = None
+
+
+def advise_workloads(
+    config: Config,
+    selection: Selection,
+    rule_folders: list[Path],
+    *,
+    device: str,
+    profile_steps: int,
+    verify: bool = False,
+    rounds: int = 6,
+    trace_dir: Path | None = None,
+    observer: InterleaveObserver | None = None,
+) -> list[WorkloadAdvice]:
+    """Evidence, advice and (optionally) proof for every selected workload.
+
+    Rules are loaded (and linted) before anything is measured: a broken rule file is a usage
+    error in a second, not after minutes of profiling.
+    """
+    rules = load_rules(rule_folders)
+    device = resolve_device(device)
+    plan, settings = prepare(config, selection)
+    profiled = {
+        p.name: p
+        for p in profile_workloads(
+            config, selection, device=device, steps=profile_steps, trace_dir=trace_dir
+        )
+    }
+    environment: dict[str, Any] | None = None
+    results = []
+    for planned in plan:
+        name = planned.definition.name
+        profile = profiled[name]
+        outcome = WorkloadAdvice(
+            name=name,
+            preset=planned.preset,
+            knobs=dict(planned.knobs),
+            status=profile.status,
+            error=profile.error,
+            evidence=profile.evidence,
+            trace_path=profile.trace_path,
+        )
+        if profile.status != "ok":
+            results.append(outcome)
+            continue
+        advice = advise(rules, profile.evidence, AdviceContext())
+        verifications: list[Verification] = []
+        if verify and advice:
+            if environment is None:
+                from perfgate.telemetry.fingerprint import collect_fingerprint
+
+                environment = collect_fingerprint(device, settings.threads)
+            advice, verifications = verify_advice(
+                config,
+                WorkloadUnderTest(name=name, preset=planned.preset, knobs=planned.knobs),
+                advice,
+                selection,
+                device=device,
+                environment=environment,
+                rounds=rounds,
+                observer=observer,
+            )
+        results.append(replace(outcome, advice=advice, verifications=verifications))
+    return results
+
+
+def advice_document(results: list[WorkloadAdvice], device: str) -> dict[str, Any]:
+    """JSON-ready advice (``perfgate.advice`` v1), the input of the HTML report."""
+    return {
+        "schema": ADVICE_SCHEMA,
+        "schema_version": ADVICE_VERSION,
+        "device": device,
+        "workloads": [_finite(_plain(asdict(result))) for result in results],
+    }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value

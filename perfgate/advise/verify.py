@@ -1,0 +1,253 @@
+"""Proof of advice: re-run the workload with the advice's knob changes, interleaved A/B against
+the unchanged workload, and attach the measured speed-up.
+
+An advisor's estimate is a model; users were burned by advice that was wrong for their
+hardware. So each piece of advice that names knobs is measured here, on this machine: the
+unchanged workload and the changed one alternate round by round (see
+:mod:`perfgate.runner.interleave`), the step-time comparison is the gate's own
+(:func:`perfgate.stats.compare.compare_metric`), and the advice becomes
+
+- **verified** when the changed workload is faster beyond the practical threshold with a
+  significant test (the gate's "improvement");
+- **refuted** when the interval shows no gain beyond the threshold or a slowdown (the gate's
+  "no change" or "regression"): the advice is demoted;
+- **unverifiable** when it names no knob, or a knob the workload does not honour;
+- left **unverified** (with the reason) when the measurement is inconclusive or failed.
+
+Loss parity is reported beside the speed-up: a knob that changes the maths (lower precision)
+may be fast and still not be what the user wants.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from perfgate.advise.ranking import Advice, rank, with_status
+from perfgate.config import Config
+from perfgate.errors import UsageError
+from perfgate.metrics import metric_values
+from perfgate.result import WorkloadResult
+from perfgate.run import prepare
+from perfgate.runner.interleave import Arm, InterleaveObserver, run_interleaved
+from perfgate.runner.plan import Selection, available_workloads
+from perfgate.stats.compare import compare_metric, correct
+from perfgate.workloads.protocol import KnobValue
+
+LOSS_RELATIVE_TOLERANCE = 1e-2
+VERIFY_THRESHOLD = 0.02
+"""A fix must save more than 2 % of the step, beyond doubt, to count as verified: smaller
+gains are not worth a change, and on a noisy runner they cannot be told from nothing."""
+
+Outcome = Literal["verified", "refuted", "inconclusive", "unverifiable", "failed"]
+_OUTCOMES: dict[str, Outcome] = {
+    "improvement": "verified",
+    "no_change": "refuted",
+    "regression": "refuted",
+    "inconclusive": "inconclusive",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verification:
+    """What re-running with the advice's knobs measured."""
+
+    rule_id: str
+    workload: str
+    knobs: Mapping[str, KnobValue]
+    outcome: Outcome
+    reason: str
+    rounds: int = 0
+    speedup: float | None = None
+    """Unchanged step time over changed step time (1.25 = 25 % faster); None if not measured."""
+    speedup_ci: tuple[float, float] | None = None
+    p_value: float | None = None
+    baseline_step_s: float | None = None
+    changed_step_s: float | None = None
+    loss_parity: bool | None = None
+    """Final losses within 1 % of each other; None when a side has no loss."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadUnderTest:
+    """The workload as the evidence run measured it: name, preset and knob values."""
+
+    name: str
+    preset: str
+    knobs: Mapping[str, KnobValue]
+
+
+def verify_advice(
+    config: Config,
+    target: WorkloadUnderTest,
+    advice: Sequence[Advice],
+    base: Selection,
+    *,
+    device: str,
+    environment: dict[str, Any],
+    rounds: int,
+    observer: InterleaveObserver | None = None,
+) -> tuple[list[Advice], list[Verification]]:
+    """Measure every piece of advice that names knobs; re-ranked advice and the measurements.
+
+    ``base`` carries the measurement settings (steps, warm-up, threads, seed); its workload
+    selection is replaced by ``target``.
+    """
+    definition = available_workloads(config, [target.name])[target.name]
+    verified: list[Advice] = []
+    measurements: list[Verification] = []
+    for item in advice:
+        unsupported = sorted(set(item.verify_knobs) - set(definition.knobs))
+        if not item.verify_knobs or unsupported:
+            reason = (
+                "the advice names no knob to change"
+                if not item.verify_knobs
+                else f"workload {target.name} has no knob {', '.join(unsupported)}"
+            )
+            measurements.append(_unmeasured(item, target, "unverifiable", reason))
+            verified.append(with_status(item, "unverifiable"))
+            continue
+        changed = {**target.knobs, **item.verify_knobs}
+        if all(target.knobs.get(k) == v for k, v in item.verify_knobs.items()):
+            measurements.append(
+                _unmeasured(item, target, "unverifiable", "the workload already runs so")
+            )
+            verified.append(with_status(item, "unverifiable"))
+            continue
+        measurement = _measure(
+            config, target, changed, item, base, device, environment, rounds, observer
+        )
+        measurements.append(measurement)
+        verified.append(_with_outcome(item, measurement))
+    return rank(verified), measurements
+
+
+def _measure(
+    config: Config,
+    target: WorkloadUnderTest,
+    changed: Mapping[str, KnobValue],
+    item: Advice,
+    base: Selection,
+    device: str,
+    environment: dict[str, Any],
+    rounds: int,
+    observer: InterleaveObserver | None,
+) -> Verification:
+    arms = []
+    for label, knobs in (("unchanged", target.knobs), ("changed", changed)):
+        selection = replace(
+            base,
+            suite=None,
+            workloads=[f"{target.name}@{target.preset}"],
+            preset=None,
+            knobs=[_assignment(target.name, key, value) for key, value in knobs.items()],
+            repeats=rounds,
+        )
+        plan, settings = prepare(config, selection)
+        arms.append(Arm(label=label, plan=plan, settings=settings))
+    (before,), (after,) = run_interleaved(
+        arms, device, environment, rounds=rounds, observer=observer
+    )
+    return _judge(item, target, changed, before, after)
+
+
+def _judge(
+    item: Advice,
+    target: WorkloadUnderTest,
+    knobs: Mapping[str, KnobValue],
+    before: WorkloadResult,
+    after: WorkloadResult,
+) -> Verification:
+    changed_knobs = {k: v for k, v in knobs.items() if target.knobs.get(k) != v}
+    failed = next((w for w in (before, after) if w.status != "ok"), None)
+    if failed is not None:
+        side = "unchanged" if failed is before else "changed"
+        return _unmeasured(
+            item,
+            target,
+            "failed",
+            f"the {side} workload did not run ({failed.status}: {failed.error})",
+            knobs=changed_knobs,
+        )
+    base_steps = metric_values(before)["step_time_s"]
+    new_steps = metric_values(after)["step_time_s"]
+    (comparison,) = correct(
+        [
+            compare_metric(
+                "step_time_s",
+                base_steps,
+                new_steps,
+                direction="lower",
+                threshold=VERIFY_THRESHOLD,
+            )
+        ]
+    )
+    outcome = _OUTCOMES[comparison.verdict]
+    speedup = 1 / comparison.ratio
+    reason = {
+        "verified": f"{speedup:.2f}× faster, beyond the ±{VERIFY_THRESHOLD:.0%} band",
+        "refuted": (
+            f"{speedup:.2f}× ({1 / comparison.ci_high:.2f}–{1 / comparison.ci_low:.2f}): "
+            + (
+                "slower with the change"
+                if comparison.verdict == "regression"
+                else f"no gain beyond ±{VERIFY_THRESHOLD:.0%}"
+            )
+        ),
+        "inconclusive": "; ".join(comparison.reasons) or "inconclusive",
+    }[outcome]
+    return Verification(
+        rule_id=item.rule_id,
+        workload=target.name,
+        knobs=changed_knobs,
+        outcome=outcome,
+        reason=reason,
+        rounds=min(len(base_steps), len(new_steps)),
+        speedup=speedup,
+        speedup_ci=(1 / comparison.ci_high, 1 / comparison.ci_low),
+        p_value=comparison.p_adjusted,
+        baseline_step_s=comparison.baseline_median,
+        changed_step_s=comparison.head_median,
+        loss_parity=_loss_parity(before, after),
+    )
+
+
+def _with_outcome(item: Advice, measurement: Verification) -> Advice:
+    note = f"measured on this machine: {measurement.reason}"
+    if measurement.loss_parity is False:
+        note += "; the final loss changed by more than 1 % (the change alters the maths)"
+    status = {"verified": "verified", "refuted": "refuted"}.get(measurement.outcome)
+    updated = replace(item, notes=(*item.notes, note))
+    return with_status(updated, status) if status else updated  # type: ignore[arg-type]
+
+
+def _unmeasured(
+    item: Advice,
+    target: WorkloadUnderTest,
+    outcome: Outcome,
+    reason: str,
+    knobs: Mapping[str, KnobValue] | None = None,
+) -> Verification:
+    return Verification(
+        rule_id=item.rule_id,
+        workload=target.name,
+        knobs=dict(item.verify_knobs if knobs is None else knobs),
+        outcome=outcome,
+        reason=reason,
+    )
+
+
+def _loss_parity(before: WorkloadResult, after: WorkloadResult) -> bool | None:
+    first = before.summary.final_loss if before.summary else None
+    second = after.summary.final_loss if after.summary else None
+    if first is None or second is None:
+        return None
+    return math.isclose(first, second, rel_tol=LOSS_RELATIVE_TOLERANCE, abs_tol=1e-6)
+
+
+def _assignment(workload: str, key: str, value: KnobValue) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UsageError(f"knob {key}={value!r} is not a finite number", "fix the rule's knob")
+    return f"{workload}.{key}={'null' if value is None else value}"

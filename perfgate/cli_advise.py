@@ -1,0 +1,116 @@
+"""``perfgate advise``: thin command over ``perfgate.advise.session``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from perfgate.advise.session import WorkloadAdvice
+
+
+def advise_command(
+    suite: str | None = typer.Option(None, help="suite to advise on (default: config suite)"),
+    workload: list[str] = typer.Option([], "--workload", "-w", help="workload (repeatable)"),
+    preset: str | None = typer.Option(None, help="preset for every selected workload"),
+    knob: list[str] = typer.Option([], "--knob", "-k", help="KEY=VALUE or WORKLOAD.KEY=VALUE"),
+    device: str | None = typer.Option(None, help="cpu, cuda or auto"),
+    threads: int | None = typer.Option(None, help="intra-op CPU threads"),
+    profile_steps: int = typer.Option(5, help="steps inside the profiler window"),
+    verify: bool = typer.Option(False, help="prove each advice by an interleaved A/B re-run"),
+    rounds: int = typer.Option(6, help="--verify: A/B rounds per advice"),
+    steps: int | None = typer.Option(None, help="--verify: measured steps per repeat"),
+    warmup: int | None = typer.Option(None, help="warm-up steps before profiling / measuring"),
+    trace_dir: Path | None = typer.Option(None, help="keep the profiler traces here"),
+    json_out: Path | None = typer.Option(None, "--json", help="write the advice document here"),
+    config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
+) -> None:
+    """Profile each workload, rank the rules' advice by estimated saving, optionally prove it."""
+    from perfgate.cli import console, errors, guarded
+    from perfgate.runner.plan import Selection
+
+    selection = Selection(
+        suite=suite,
+        workloads=workload,
+        preset=preset,
+        knobs=knob,
+        steps=steps,
+        warmup=warmup,
+        threads=threads,
+    )
+
+    def action() -> tuple[list[WorkloadAdvice], str]:
+        from perfgate.advise.session import advice_document, advise_workloads
+        from perfgate.cli_rules import rule_folders
+        from perfgate.config import load_config
+        from perfgate.result import write_json_atomic
+        from perfgate.run import resolve_device
+
+        settings = load_config(config)
+        chosen = resolve_device(device or settings.device)
+        results = advise_workloads(
+            settings,
+            selection,
+            rule_folders(settings),
+            device=chosen,
+            profile_steps=profile_steps,
+            verify=verify,
+            rounds=rounds,
+            trace_dir=trace_dir,
+        )
+        if json_out is not None:
+            write_json_atomic(json_out, advice_document(results, chosen))
+        return results, chosen
+
+    results, _ = guarded(action)
+    for result in results:
+        console.print(advice_table(result))
+    if json_out is not None:
+        console.print(f"advice: {json_out}", highlight=False)
+    failed = [r for r in results if r.status != "ok"]
+    for result in failed:
+        errors.print(
+            f"{result.name}: profiling {result.status}: {result.error}",
+            highlight=False,
+            markup=False,
+        )
+    if failed:
+        from perfgate.errors import ExitCode
+
+        raise typer.Exit(int(ExitCode.INFRASTRUCTURE))
+
+
+def advice_table(result: WorkloadAdvice) -> Table:
+    """Ranked advice of one workload with the evidence behind each and, if run, the proof."""
+    table = Table(
+        title=f"perfgate advise · {result.name}@{result.preset} · {len(result.advice)} advice",
+        title_justify="left",
+    )
+    for header in ("#", "tier", "saving", "advice", "evidence", "status", "measured"):
+        table.add_column(header)
+    measured = {v.rule_id: v for v in result.verifications}
+    for rank, item in enumerate(result.advice, start=1):
+        proof = measured.get(item.rule_id)
+        shown = "—"
+        if proof is not None and proof.speedup is not None and proof.speedup_ci is not None:
+            low, high = proof.speedup_ci
+            shown = f"{proof.speedup:.2f}× ({low:.2f}–{high:.2f})"
+        elif proof is not None:
+            shown = proof.reason
+        table.add_row(
+            str(rank),
+            item.tier,
+            f"{item.saving:.1%}",
+            f"{item.title} [{item.rule_id}]",
+            ", ".join(f"{k}={_value(v)}" for k, v in item.evidence.items()),
+            item.status,
+            shown,
+        )
+    return table
+
+
+def _value(value: object) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
