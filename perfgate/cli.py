@@ -80,6 +80,9 @@ def run(
         "--inject-slowdown",
         help="canary: add this much honest extra cost per step (e.g. 5%)",
     ),
+    profile: bool = typer.Option(
+        False, help="also profile each workload (own process) and print the ranked advice"
+    ),
     config: Path | None = CONFIG_OPTION,
 ) -> None:
     """Run workloads, write a result document, and store it (unless --no-store)."""
@@ -120,8 +123,39 @@ def run(
     failures = failure_lines(outcome.result)
     for line in failures:
         errors.print(line, highlight=False, markup=False)
+    if profile:
+        _print_advice(config, selection, outcome)
     if failures:
         raise typer.Exit(int(ExitCode.INFRASTRUCTURE))
+
+
+def _print_advice(config_path: Path | None, selection: Selection, outcome: RunOutcome) -> None:
+    """``run --profile``: the advice for the run just measured, beside its result document.
+
+    Profiling happens after the timed repeats, in its own worker process per workload, so it
+    never touches the measured steps; the advice is written to ``<result>.advice.json``.
+    """
+    from perfgate.advise.session import advice_document, advise_workloads
+    from perfgate.cli_advise import advice_table
+    from perfgate.cli_rules import rule_folders
+    from perfgate.result import write_json_atomic
+
+    def action() -> Path:
+        config = load_config(config_path)
+        results = advise_workloads(
+            config,
+            selection,
+            rule_folders(config),
+            device=outcome.result.device,
+            profile_steps=5,
+        )
+        for result in results:
+            console.print(advice_table(result))
+        path = outcome.path.with_name(outcome.path.stem + ".advice.json")
+        write_json_atomic(path, advice_document(results, outcome.result.device))
+        return path
+
+    console.print(f"advice: {guarded(action)}", highlight=False)
 
 
 def _measure(
