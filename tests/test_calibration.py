@@ -283,12 +283,12 @@ def test_explanation_golden_sentence() -> None:
     text = explain_inconclusive(comparison(), made)
     assert text == (
         "calibration 2026-11-29: between-process noise 6.1 %; at 3 repeats a side the test can "
-        "never reach p ≤ 0.05, whatever the change; identical code needs a ±31 % threshold to "
-        "pass at these repeats (it is ±5.0 %); 49 repeats a side would detect 10 % "
+        "never reach p ≤ 0.05, whatever the change; identical code needs a ±26 % threshold to "
+        "pass at these repeats (it is ±5.0 %); 41 repeats a side would detect 10 % "
         "(perfgate calibrate)"
     )
-    assert percent(recommended_threshold(0.061, 3, 3)) == "31 %"
-    assert repeats_needed(0.061, 0.10, 0.05) == 49
+    assert percent(recommended_threshold(0.061, 3, 3)) == "26 %"
+    assert repeats_needed(0.061, 0.10, 0.05) == 41
 
 
 def test_explanation_uses_the_comparison_repeats_and_the_calibration_target() -> None:

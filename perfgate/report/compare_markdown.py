@@ -62,7 +62,7 @@ _CHANGED_HEADERS = (
     "metric",
     "baseline",
     "head",
-    "change (95 % CI)",
+    "change (90 % CI)",
     "threshold",
     "detectable",
     "verdict",
@@ -72,7 +72,7 @@ _ALL_HEADERS = (
     "metric",
     "baseline",
     "head",
-    "change (95 % CI)",
+    "change (90 % CI)",
     "threshold",
     "detectable",
     "p",
@@ -301,7 +301,7 @@ def _described(workload: WorkloadVerdict, comparison: MetricComparison) -> str:
     low, high = comparison.ci_low, comparison.ci_high
     return (
         f"{escape_text(workload.name, limit=CELL_LIMIT)} {escape_text(comparison.metric)} "
-        f"{_percent(comparison.ratio)} (95 % CI {_signed(low)} … {_signed(high)} %)"
+        f"{_percent(comparison.ratio)} (90 % CI {_signed(low)} … {_signed(high)} %)"
     )
 
 

@@ -19,7 +19,7 @@ def verdict_table(verdict: CompareVerdict) -> Table:
         "metric",
         "baseline",
         "head",
-        "ratio (95% CI)",
+        "ratio (90% CI)",
         "threshold",
         "detectable",
         "p (BH)",

@@ -1,6 +1,6 @@
 """The analytic power model of perfgate's compare rule: what a comparison can and cannot see.
 
-``perfgate.stats.compare`` calls a *regression* only when the expanded bootstrap 95 % interval
+``perfgate.stats.compare`` calls a *regression* only when the expanded bootstrap 90 % interval
 of the pairwise (Hodges–Lehmann) ratio lies entirely above ``1 + threshold`` **and** the
 (corrected) two-sided Mann–Whitney p-value is at most 0.05. Whether that can happen depends on
 three numbers: the between-process noise, the repeats on each side and the threshold. This
@@ -13,7 +13,7 @@ module turns them into the answers a CI owner needs before trusting a gate:
   efficiency of 3/π against the mean on normal data, so ``se = sqrt(π/3) · sigma ·
   sqrt(1/n_base + 1/n_head)``.
 - **Smallest detectable worsening** at a power ``1 - β``: the interval's lower end
-  (estimate − q · se, with q the expanded interval's quantile, √f · t₀.₉₇₅ on
+  (estimate − q · se, with q the expanded interval's quantile, √f · t₀.₉₅ on
   2·(min n − 1) df, see ``perfgate.stats.compare.expanded_tail``) clears
   ``log(1 + threshold)`` with probability ``1 - β`` when the true log-effect is
   ``log(1 + threshold) + (q + t₁₋β,df) · se``, df = n_base + n_head − 2. It is
@@ -36,10 +36,10 @@ import numpy as np
 from scipy import stats
 
 from perfgate.errors import UsageError
-from perfgate.stats.compare import expanded_tail
+from perfgate.stats.compare import CONFIDENCE, expanded_tail
 
 ALPHA = 0.05
-"""The compare rule's significance level and two-sided interval (95 %)."""
+"""The compare rule's significance level (its interval level is ``CONFIDENCE``)."""
 DEFAULT_POWER = 0.95
 HODGES_LEHMANN_FACTOR = math.sqrt(math.pi / 3)
 """Standard deviation of the Hodges–Lehmann shift relative to the difference of means, for
@@ -171,7 +171,7 @@ def _log_recommended(se: float, n_base: int, n_head: int) -> float:
 
 def _interval_quantile(n_base: int, n_head: int) -> float:
     """How many standard errors the compare rule's expanded interval reaches on each side."""
-    tail = expanded_tail(n_base, n_head, 1 - ALPHA)
+    tail = expanded_tail(n_base, n_head, CONFIDENCE)
     return math.inf if tail <= 0 else float(stats.norm.isf(tail))
 
 
