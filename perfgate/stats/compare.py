@@ -243,7 +243,7 @@ def expanded_tail(n_first: int, n_second: int, confidence: float = CONFIDENCE) -
     (1/n₁ + 1/n₂) and df = 2·(min(n₁, n₂) − 1) — the pooled n₁ + n₂ − 2 for equal sizes, and
     for unequal ones a stand-in for Welch's df that, unlike Welch's, never falls when a side
     grows (so more repeats never make the gate see less). At 5 against 5 the 90 % interval
-    takes the 1.6 % tails, at 20 against 20 about 4.3 %.
+    takes the 1.9 % tails, at 20 against 20 about 4.2 %.
     """
     if min(n_first, n_second) < 2:
         return 0.0
