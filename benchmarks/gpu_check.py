@@ -2,12 +2,19 @@
 
 Prints one line per workload (step time, TFLOP/s, MFU, GPU utilisation, SM clock, power,
 throttled share) and exits non-zero naming each path that did not deliver.
+
+Two more modes serve the advisor's step of the script: ``--knobs WORKLOAD…`` prints the
+``--knob`` arguments that select the planted inefficient variants
+(``perfgate.advise.variants``), and ``--advice FILE`` prints which rules fired on them against
+the rules the planted defects should draw.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from perfgate.result import RunResult, WorkloadResult, load_result
 from perfgate.telemetry.peaks import lookup_peak
@@ -59,7 +66,68 @@ def describe(workload: WorkloadResult) -> str:
     )
 
 
+def variant_knobs(workloads: list[str]) -> list[str]:
+    """``--knob`` arguments selecting the inefficient variants of ``workloads`` on CUDA."""
+    from perfgate.advise.variants import knob_assignments, variant_pairs
+
+    pairs = [pair for pair in variant_pairs("cuda") if pair.workload in workloads]
+    return [arg for knob in knob_assignments(pairs, "inefficient") for arg in ("--knob", knob)]
+
+
+def check_advice(document: dict[str, Any]) -> list[str]:
+    """Lines on an advice document of inefficient variants: the evidence behind the shares, the
+    advice, and the planted-defect table with its precision and recall on this GPU.
+
+    A mismatch is printed, not failed: what a defect draws on a GPU depends on the preset and
+    the hardware (``tests/test_advise_planted.py`` scores the CPU strictly; here it is measured
+    on a GPU), so the table is the finding. A workload that could not be profiled fails.
+    """
+    from perfgate.advise.variants import table_lines, variant_pairs
+
+    by_name = {w["name"]: w for w in document["workloads"]}
+    pairs = [pair for pair in variant_pairs("cuda") if pair.workload in by_name]
+    lines = []
+    for name, workload in by_name.items():
+        if workload["status"] != "ok":
+            lines.append(f"FAIL {name}: profiling {workload['status']}: {workload['error']}")
+            continue
+        evidence = workload["evidence"]
+        big = {
+            key.removesuffix("_share"): value
+            for key, value in evidence.items()
+            if key.endswith("_share") and isinstance(value, float) and value >= 0.02
+        }
+        ordered = sorted(big.items(), key=_largest_first)
+        shares = ", ".join(f"{key} {value:.0%}" for key, value in ordered)
+        lines.append(
+            f"{name}@{workload['preset']} on {evidence.get('gpu_name')}: step "
+            f"{evidence.get('step_time_ms', float('nan')):.1f} ms; {shares}"
+        )
+        for item in workload["advice"]:
+            lines.append(f"  {item['tier']:<6} {item['saving']:6.1%}  {item['rule_id']}")
+    fired = {
+        (w["name"], "inefficient"): {a["rule_id"] for a in w["advice"]} for w in by_name.values()
+    }
+    applicable = {rule for pair in pairs for defect in pair.defects for rule in defect.rules}
+    everything = applicable | {rule for rules in fired.values() for rule in rules}
+    lines += table_lines(pairs, fired, everything, sides=("inefficient",))
+    return lines
+
+
+def _largest_first(item: tuple[str, float]) -> float:
+    return -item[1]
+
+
 def main(paths: list[str]) -> int:
+    if paths[:1] == ["--knobs"]:
+        print(" ".join(variant_knobs(paths[1:])))
+        return 0
+    if paths[:1] == ["--advice"]:
+        document = json.loads(Path(paths[1]).read_text())
+        lines = check_advice(document)
+        print("\n".join(lines))
+        return 1 if any(line.startswith("FAIL") for line in lines) else 0
+
     failures = 0
     for path in paths:
         result = load_result(Path(path))

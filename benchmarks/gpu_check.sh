@@ -2,7 +2,8 @@
 # Every GPU path of `perfgate run` in one script, in well under five minutes on one GPU:
 #   doctor (NVML, clocks, peak table) · CUDA-event timing · the parent-side NVML sampler ·
 #   MFU against the vendor peak (H100/H200: bf16 989.4 TFLOP/s) · the bf16 and fp16 knobs ·
-#   channels_last · DataLoader workers with pinned memory · no database code on --no-store.
+#   channels_last · DataLoader workers with pinned memory · no database code on --no-store ·
+#   the advisor on the planted inefficient variants of gpt and resnet (which rules fire on CUDA).
 # Prepare here: bash benchmarks/gpu_wheels.sh; then through the device tool:
 #   run(command="bash benchmarks/gpu_check.sh", carry=[".whl"], timeout_s=420)
 set -uo pipefail
@@ -33,6 +34,14 @@ python3 -m perfgate run --device cuda -w mlp@full --repeats 2 --steps 15 --warmu
   --knob precision=fp16 --knob optimizer=fused --no-store --out "$out/gpu-fp16.json" || status=1
 python3 -m perfgate run --device cuda -w datapipe@full --repeats 2 --steps 15 --warmup 5 \
   --knob num_workers=4 --knob pin_memory=true --no-store --out "$out/gpu-datapipe.json" || status=1
+
+echo "== perfgate advise on the planted inefficient variants (perfgate/advise/variants.py)"
+read -r -a variant_knobs <<< "$(python3 benchmarks/gpu_check.py --knobs gpt resnet)"
+python3 -m perfgate advise --device cuda -w gpt@full -w resnet@full "${variant_knobs[@]}" \
+  --warmup 3 --json "$out/advice-inefficient.json" || status=1
+if [ -f "$out/advice-inefficient.json" ]; then
+  python3 benchmarks/gpu_check.py --advice "$out/advice-inefficient.json" || status=1
+fi
 
 echo "== checks on the documents"
 python3 benchmarks/gpu_check.py "$out"/gpu-*.json || status=1
