@@ -241,6 +241,7 @@ def test_advice_that_cannot_be_measured_is_unverifiable(
 
 # --- the real command on this CPU -----------------------------------------------------------
 
+
 def _cpu_busy_s() -> float:
     times = psutil.cpu_times()
     return sum(times) - times.idle - getattr(times, "iowait", 0.0)
