@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import (
@@ -17,23 +18,27 @@ from rich.progress import (
 from perfgate.result import WorkloadResult
 from perfgate.runner.plan import PlannedWorkload
 
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
-class RunProgress:
-    """One bar per workload, advanced per repeat; implements ``RunObserver``."""
 
-    def __init__(self, console: Console) -> None:
+class _Bars:
+    """A rich progress display that starts and stops with a ``with`` block; one bar per
+    workload, counting ``unit`` (repeats for a run, rounds for an A/B)."""
+
+    def __init__(self, console: Console, unit: str) -> None:
         self._progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("repeats"),
+            TextColumn(unit),
             TimeElapsedColumn(),
             console=console,
             transient=False,
         )
         self._tasks: dict[str, TaskID] = {}
 
-    def __enter__(self) -> RunProgress:
+    def __enter__(self) -> Self:
         self._progress.start()
         return self
 
@@ -44,6 +49,13 @@ class RunProgress:
         trace: TracebackType | None,
     ) -> None:
         self._progress.stop()
+
+
+class RunProgress(_Bars):
+    """One bar per workload, advanced per repeat; implements ``RunObserver``."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(console, "repeats")
 
     def workload_started(self, planned: PlannedWorkload, repeats: int) -> None:
         name = planned.definition.name
@@ -63,33 +75,12 @@ class RunProgress:
             self._progress.update(task, total=len(result.repeats))
 
 
-class RoundProgress:
+class RoundProgress(_Bars):
     """One bar per workload of an interleaved A/B run, advanced per round; implements
     ``InterleaveObserver``."""
 
     def __init__(self, console: Console) -> None:
-        self._progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("A/B rounds"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=False,
-        )
-        self._tasks: dict[str, TaskID] = {}
-
-    def __enter__(self) -> RoundProgress:
-        self._progress.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self._progress.stop()
+        super().__init__(console, "A/B rounds")
 
     def round_finished(self, workload: str, round_index: int, rounds: int) -> None:
         if workload not in self._tasks:

@@ -15,6 +15,7 @@ documents from a newer perfgate with a clear error, instead of misreading them.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -264,6 +265,21 @@ def _workload_from_dict(data: dict[str, Any]) -> WorkloadResult:
     fields["flops"] = FlopCount(**data["flops"]) if data.get("flops") else None
     fields["summary"] = WorkloadSummary(**data["summary"]) if data.get("summary") else None
     return WorkloadResult(**fields)
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` with paths as text, tuples as lists and non-finite floats as null: strict JSON
+    has no inf or NaN (an infinite "smallest detectable change" means "never"), and every
+    document perfgate writes goes through ``write_json_atomic(..., allow_nan=False)``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    return value
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

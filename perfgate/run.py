@@ -101,13 +101,13 @@ def execute_run(
     path = out or default_output_path(config.root, run_id)
     check_writable(path)
     environment = collect_fingerprint(device, settings.threads)
-    started = _now()
+    started = utc_now()
     workloads = run_workloads(plan, settings, device, environment, observer)
     result = RunResult(
         run_id=run_id,
         perfgate_version=__version__,
         started_at=started,
-        finished_at=_now(),
+        finished_at=utc_now(),
         suite=None if selection.workloads else (selection.suite or config.suite),
         device=device,
         settings=settings,
@@ -136,5 +136,6 @@ def _store(config: Config, result: RunResult, path: Path) -> str:
     return masked_url(config.database_url)
 
 
-def _now() -> str:
+def utc_now() -> str:
+    """Now, in UTC, to the second: the timestamps of result documents."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -6,7 +6,6 @@ steps, and from the rule engine so that stays a pure function of evidence.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -18,6 +17,7 @@ from perfgate.advise.ranking import Advice, AdviceContext, advise
 from perfgate.advise.rules import load_rules
 from perfgate.advise.verify import Verification, WorkloadUnderTest, verify_advice
 from perfgate.config import Config
+from perfgate.result import json_ready
 from perfgate.run import prepare, resolve_device
 from perfgate.runner.interleave import InterleaveObserver
 from perfgate.runner.plan import Selection
@@ -111,25 +111,5 @@ def advice_document(results: list[WorkloadAdvice], device: str) -> dict[str, Any
         "schema": ADVICE_SCHEMA,
         "schema_version": ADVICE_VERSION,
         "device": device,
-        "workloads": [_finite(_plain(asdict(result))) for result in results],
+        "workloads": [json_ready(asdict(result)) for result in results],
     }
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value

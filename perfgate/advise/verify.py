@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from perfgate.advise.ranking import Advice, rank, with_status
+from perfgate.compare.gate import losses_match
 from perfgate.config import Config
 from perfgate.errors import UsageError
 from perfgate.metrics import metric_values
@@ -36,7 +37,6 @@ from perfgate.runner.plan import Selection, available_workloads
 from perfgate.stats.compare import compare_metric, correct
 from perfgate.workloads.protocol import KnobValue
 
-LOSS_RELATIVE_TOLERANCE = 1e-2
 VERIFY_THRESHOLD = 0.02
 """A fix must save more than 2 % of the step, beyond doubt, to count as verified: smaller
 gains are not worth a change, and on a noisy runner they cannot be told from nothing."""
@@ -240,11 +240,10 @@ def _unmeasured(
 
 
 def _loss_parity(before: WorkloadResult, after: WorkloadResult) -> bool | None:
-    first = before.summary.final_loss if before.summary else None
-    second = after.summary.final_loss if after.summary else None
-    if first is None or second is None:
-        return None
-    return math.isclose(first, second, rel_tol=LOSS_RELATIVE_TOLERANCE, abs_tol=1e-6)
+    return losses_match(
+        before.summary.final_loss if before.summary else None,
+        after.summary.final_loss if after.summary else None,
+    )
 
 
 def _assignment(workload: str, key: str, value: KnobValue) -> str:

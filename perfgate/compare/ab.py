@@ -20,7 +20,6 @@ import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from pathlib import Path
 
 from perfgate import __version__
@@ -36,7 +35,7 @@ from perfgate.compare.worktrees import Checkout, checked_out, repository_root, r
 from perfgate.config import Config, load_config
 from perfgate.errors import InfrastructureError, UsageError
 from perfgate.result import RunResult, RunSettings, SourceInfo, WorkloadResult, write_result
-from perfgate.run import prepare, resolve_device
+from perfgate.run import prepare, resolve_device, utc_now
 from perfgate.runner.interleave import Arm, InterleaveObserver, run_interleaved
 from perfgate.runner.plan import Selection, available_workloads
 from perfgate.runner.source import collect_source
@@ -156,11 +155,11 @@ def measure_sides(
         )
         for side, (plan, _) in zip(sides, planned, strict=True)
     ]
-    started = _now()
+    started = utc_now()
     measured = run_interleaved(
         arms, device, environment, rounds=rounds, budget_s=budget_s, observer=observer
     )
-    finished = _now()
+    finished = utc_now()
     return [
         _run_result(
             side, arm.settings, workloads, selection, device, environment, started, finished
@@ -310,7 +309,3 @@ def _write(out_dir: Path, base: RunResult, head: RunResult) -> tuple[Path, Path]
     write_result(base_path, base)
     write_result(head_path, head)
     return base_path, head_path
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict
 from typing import Any
 
 from perfgate.compare.gate import CompareVerdict, InconclusivePolicy
+from perfgate.result import json_ready
 
 VERDICT_SCHEMA = "perfgate.verdict"
 VERDICT_VERSION = 1
@@ -16,7 +16,7 @@ def verdict_document(
     verdict: CompareVerdict, inconclusive_policy: InconclusivePolicy
 ) -> dict[str, Any]:
     """JSON-ready verdict; an infinite minimum detectable change is written as null."""
-    data = _finite(asdict(verdict))
+    data = json_ready(asdict(verdict))
     data.update(
         schema=VERDICT_SCHEMA,
         schema_version=VERDICT_VERSION,
@@ -24,13 +24,3 @@ def verdict_document(
         inconclusive_policy=inconclusive_policy,
     )
     return data
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value

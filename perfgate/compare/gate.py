@@ -137,7 +137,7 @@ def _compare_workload(
     ]
     status: Literal["compared", "loss_mismatch"] = "compared"
     head_loss = workload.summary.final_loss if workload.summary else None
-    if _loss_mismatch(baseline.final_loss, head_loss):
+    if losses_match(baseline.final_loss, head_loss) is False:
         status = "loss_mismatch"
         notes.append(
             f"final loss {head_loss:.6g} differs from the baseline's {baseline.final_loss:.6g}"
@@ -224,10 +224,11 @@ def last_line(error: str | None, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _loss_mismatch(baseline: float | None, head: float | None) -> bool:
-    if baseline is None or head is None:
-        return False
-    return not math.isclose(baseline, head, rel_tol=LOSS_RELATIVE_TOLERANCE, abs_tol=1e-6)
+def losses_match(first: float | None, second: float | None) -> bool | None:
+    """Whether two final losses agree within the tolerance; None when either is missing."""
+    if first is None or second is None:
+        return None
+    return math.isclose(first, second, rel_tol=LOSS_RELATIVE_TOLERANCE, abs_tol=1e-6)
 
 
 def _environment_differences(head: RunResult, baselines: dict[str, BaselineWorkload]) -> list[str]:
