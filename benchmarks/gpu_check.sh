@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Every GPU path of `perfgate run` in one script, in well under five minutes on one GPU:
+# Every GPU path of `perfgate run` in one script, in about seven minutes on one H200:
 #   doctor (NVML, clocks, peak table) · CUDA-event timing · the parent-side NVML sampler ·
 #   MFU against the vendor peak (H100/H200: bf16 989.4 TFLOP/s) · the bf16 and fp16 knobs ·
 #   channels_last · DataLoader workers with pinned memory · no database code on --no-store ·
-#   the advisor on the planted inefficient variants of gpt and resnet (which rules fire on CUDA).
+#   the advisor on the planted inefficient variants of gpt and resnet (which rules fire on CUDA) ·
+#   --verify of the bf16-autocast advice by an interleaved A/B re-run.
 # Prepare here: bash benchmarks/gpu_wheels.sh; then through the device tool:
-#   run(command="bash benchmarks/gpu_check.sh", carry=[".whl"], timeout_s=420)
+#   run(command="set -o pipefail; bash benchmarks/gpu_check.sh 2>&1 | tee $OUT/gpu_check.log",
+#       carry=[".whl"], timeout_s=540)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .whl ]; then
@@ -42,6 +44,13 @@ python3 -m perfgate advise --device cuda -w gpt@full -w resnet@full "${variant_k
 if [ -f "$out/advice-inefficient.json" ]; then
   python3 benchmarks/gpu_check.py --advice "$out/advice-inefficient.json" || status=1
 fi
+
+echo "== perfgate advise --verify on CUDA: bf16 autocast proven by an interleaved A/B re-run"
+# Each repeat is a fresh process (~11 s on an H200 with CUDA start-up): 4 rounds x 2 arms for
+# one piece of advice fit in ~2 minutes; two pieces did not fit in 220 s on 2026-11-30.
+timeout 170 python3 -m perfgate advise --device cuda -w gpt@full --knob precision=off \
+  --knob optimizer=fused --rule bf16-autocast-missing --verify --rounds 4 --steps 10 \
+  --warmup 3 --json "$out/advice-verified.json" || status=1
 
 echo "== checks on the documents"
 python3 benchmarks/gpu_check.py "$out"/gpu-*.json || status=1

@@ -20,6 +20,7 @@ def advise_command(
     device: str | None = typer.Option(None, help="cpu, cuda or auto"),
     threads: int | None = typer.Option(None, help="intra-op CPU threads"),
     profile_steps: int = typer.Option(5, help="steps inside the profiler window"),
+    rule: list[str] = typer.Option([], "--rule", help="only this rule id (repeatable)"),
     verify: bool = typer.Option(False, help="prove each advice by an interleaved A/B re-run"),
     rounds: int = typer.Option(6, help="--verify: A/B rounds per advice"),
     steps: int | None = typer.Option(None, help="--verify: measured steps per repeat"),
@@ -60,6 +61,7 @@ def advise_command(
             verify=verify,
             rounds=rounds,
             trace_dir=trace_dir,
+            only_rules=rule,
         )
         if json_out is not None:
             write_json_atomic(json_out, advice_document(results, chosen))

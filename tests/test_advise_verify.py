@@ -256,6 +256,7 @@ def _children_cpu_s() -> float:
 def verified_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], float]:
     """``perfgate advise --verify`` on datapipe and mlp (optimizer already fused), once, and the
     cores other processes used meanwhile (system CPU time minus this run's own, over wall time).
+    ``--rule`` keeps it to the two pieces of advice under test, so no other one is re-run.
     """
     root = tmp_path_factory.mktemp("verify")
     out = root / "advice.json"
@@ -263,6 +264,7 @@ def verified_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, An
         sys.executable, "-m", "perfgate", "advise", "-w", "datapipe", "-w", "mlp",
         "--knob", "mlp.optimizer=fused", "--device", "cpu", "--threads", "1", "--verify",
         "--rounds", "6", "--steps", "8", "--warmup", "2", "--json", str(out),
+        "--rule", "dataloader-starvation", "--rule", "compile-elementwise-fusion",
     ]  # fmt: skip
     environment = {**os.environ, "COLUMNS": "200"}
     environment.pop("PERFGATE_DATABASE_URL", None)
@@ -274,7 +276,24 @@ def verified_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, An
     others = max(0.0, (_cpu_busy_s() - busy) - (_children_cpu_s() - ours)) / wall
     print(completed.stdout[-6000:])
     assert completed.returncode == 0, completed.stderr[-3000:]
-    return json.loads(out.read_text()), others
+    document = json.loads(out.read_text())
+    fired = {a["rule_id"] for w in document["workloads"] for a in w["advice"]}
+    assert fired <= {"dataloader-starvation", "compile-elementwise-fusion"}, fired
+    return document, others
+
+
+def test_rule_selection_keeps_the_named_rules_and_rejects_unknown_ids() -> None:
+    from perfgate._rules_path import builtin_rules_folder
+    from perfgate.advise.rules import load_rules
+    from perfgate.advise.session import select_rules
+    from perfgate.errors import UsageError
+
+    rules = load_rules([builtin_rules_folder()])
+    assert select_rules(rules, ()) == rules
+    chosen = select_rules(rules, ["gc-pauses", "manual-attention"])
+    assert [rule.id for rule in chosen] == ["gc-pauses", "manual-attention"]
+    with pytest.raises(UsageError, match="unknown rule id: no-such-rule"):
+        select_rules(rules, ["manual-attention", "no-such-rule"])
 
 
 def _proof(document: dict[str, Any], workload: str, rule_id: str) -> dict[str, Any]:
