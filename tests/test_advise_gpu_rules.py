@@ -132,8 +132,9 @@ EXPECTED: dict[str, tuple[set[str], dict[str, str]]] = {
         },
     ),
     "mi300-resnet-train-checkpointing": (
-        # ROCm reports no CUDA compute capability: rules bounded by one cannot apply.
-        set(),
+        # ROCm reports no CUDA compute capability: rules bounded by one cannot apply. Nothing is
+        # compiled and elementwise kernels are 15 % of the step: over the compile rule's 12 %.
+        {"compile-elementwise-fusion"},
         {
             "bf16-autocast-missing": "the compute capability is unknown",
             "tf32-disabled": "the compute capability is unknown",

@@ -58,6 +58,9 @@ class Defect:
     rules: tuple[str, ...]
     """Rule ids that must fire where it is present, on every device where the rule applies
     (a rule for CUDA only is expected there and nowhere else)."""
+    also: tuple[str, ...] = ()
+    """Rule ids it may draw too, because the defect really causes what they measure (the head
+    split of hand-written attention copies q, k and v): neither required nor a false alarm."""
     note: str = ""
     """Why it is planted this way, where that is not obvious."""
 
@@ -109,6 +112,10 @@ class VariantPair:
         return frozenset(
             rule for defect in self.present(side) for rule in defect.rules if rule in applicable
         )
+
+    def tolerated_rules(self, side: Side) -> frozenset[str]:
+        """Rules a present defect may also draw on one side (its ``also``)."""
+        return frozenset(rule for defect in self.present(side) for rule in defect.also)
 
     def _has(self, side: Side, defect: Defect) -> bool:
         knobs = self.knobs(side)
@@ -176,6 +183,9 @@ def variant_pairs(device: str = "cpu", cores: int | None = None) -> tuple[Varian
                     name="hand-written attention",
                     planted={"attention": "manual"},
                     rules=("manual-attention",),
+                    also=("non-contiguous-copies",),
+                    note="its transposed heads are copied before each matmul: 3-5 % of a CPU "
+                    "step, around the copy rule's 5 %, and gone with SDPA (under 1 %)",
                 ),
                 UNFUSED_OPTIMIZER,
                 EAGER,
@@ -353,9 +363,10 @@ def score(
         for side in sides:
             expected = pair.expected_rules(side, applicable)
             seen = set(fired.get((pair.workload, side), ())) & set(applicable)
+            unexplained = seen - expected - pair.tolerated_rules(side)
             hits += (Finding(pair.workload, side, rule) for rule in sorted(expected & seen))
             misses += (Finding(pair.workload, side, rule) for rule in sorted(expected - seen))
-            false_alarms += (Finding(pair.workload, side, rule) for rule in sorted(seen - expected))
+            false_alarms += (Finding(pair.workload, side, rule) for rule in sorted(unexplained))
     return Score(hits=tuple(hits), misses=tuple(misses), false_alarms=tuple(false_alarms))
 
 
@@ -404,6 +415,14 @@ def table_lines(
     )
     lines += [f"  missed: {f.rule} on {f.workload} ({f.side})" for f in result.misses]
     lines += [f"  false alarm: {f.rule} on {f.workload} ({f.side})" for f in result.false_alarms]
+    lines += [
+        f"  also drawn: {rule} on {pair.workload} ({side}), explained by {defect.name}"
+        for pair in pairs
+        for side in sides
+        for defect in pair.present(side)
+        for rule in defect.also
+        if rule in applicable and rule in fired.get((pair.workload, side), ())
+    ]
     return lines
 
 
