@@ -18,6 +18,7 @@ from perfgate.cli_advise import advise_command
 from perfgate.cli_baseline import baseline_app
 from perfgate.cli_calibrate import calibrate
 from perfgate.cli_compare import compare
+from perfgate.cli_report import report_command
 from perfgate.cli_rules import rules_app
 from perfgate.config import load_config
 from perfgate.errors import ExitCode, PerfgateError
@@ -255,6 +256,7 @@ app.add_typer(rules_app, name="rules")
 app.command("compare")(compare)
 app.command("advise")(advise_command)
 app.command("calibrate")(calibrate)
+app.command("report")(report_command)
 
 
 @db_app.command("upgrade")

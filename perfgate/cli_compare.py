@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import typer
 from rich.table import Table
@@ -19,6 +19,9 @@ from perfgate.compare.gate import CompareVerdict, InconclusivePolicy
 from perfgate.config import Config
 from perfgate.result import RunResult
 from perfgate.runner.plan import Selection
+
+if TYPE_CHECKING:
+    from perfgate.report.compare_markdown import AdviceLine
 
 
 def compare(
@@ -58,6 +61,13 @@ def compare(
     ),
     json_out: Path | None = typer.Option(None, "--json", help="write the verdict document here"),
     markdown: Path | None = typer.Option(None, help="write the PR-comment markdown here"),
+    advice: Path | None = typer.Option(
+        None, help="add the top advice of this perfgate advise --json file to the outputs"
+    ),
+    html: Path | None = typer.Option(None, help="write the HTML report here"),
+    report_url: str | None = typer.Option(
+        None, help="where the HTML report will be published (the markdown links to it)"
+    ),
     config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
 ) -> None:
     """Judge a head run against its baseline, or two refs A/B: table, documents, exit code."""
@@ -72,6 +82,7 @@ def compare(
 
         settings = load_config(config)
         policy = _policy(inconclusive or settings.inconclusive)
+        advice_lines = _advice_lines(advice)  # a bad file fails before anything is measured
         ab_rounds = rounds if rounds is not None else settings.ab_rounds
         ab_budget = budget if budget is not None else settings.confirm_budget_s
         out_dir = ab_out or _default_ab_folder(settings.root)
@@ -116,7 +127,11 @@ def compare(
                 )
         verdict = _explained(verdict, head_run, settings)
         notes.extend(verdict.notes)
-        written = _write_outputs(verdict, policy, json_out, markdown)
+        written = _write_outputs(
+            verdict, policy, json_out, markdown, advice_lines, report_url or _local(html)
+        )
+        if html is not None:
+            written.append(_write_html(html, verdict, policy, head_run, advice, branch, settings))
         return verdict_table(verdict), int(verdict.exit_code(policy)), written
 
     table, code, written = guarded(action)
@@ -189,6 +204,8 @@ def _write_outputs(
     policy: InconclusivePolicy,
     json_out: Path | None,
     markdown_out: Path | None,
+    advice: list[AdviceLine],
+    report_link: str | None,
 ) -> list[str]:
     """The verdict document, the markdown file, and the GitHub job summary when set."""
     from perfgate.compare.document import verdict_document
@@ -203,7 +220,9 @@ def _write_outputs(
     if json_out is not None:
         write_json_atomic(json_out, verdict_document(verdict, policy))
         written.append(f"verdict: {json_out}")
-    text = verdict_markdown(verdict, inconclusive_policy=policy)
+    text = verdict_markdown(
+        verdict, inconclusive_policy=policy, advice=advice, report_link=report_link
+    )
     if markdown_out is not None:
         write_markdown(markdown_out, text)
         written.append(f"markdown: {markdown_out}")
@@ -211,6 +230,56 @@ def _write_outputs(
     if summary is not None:
         written.append(f"job summary: appended to {summary}")
     return written
+
+
+def _advice_lines(path: Path | None) -> list[AdviceLine]:
+    """The top advice of a ``perfgate advise --json`` file; a bad file is a usage error."""
+    if path is None:
+        return []
+    from perfgate.advise.session import ADVICE_SCHEMA
+    from perfgate.errors import UsageError
+    from perfgate.report.compare_markdown import top_advice
+    from perfgate.report.documents import read_document
+
+    fix = "pass a file written by perfgate advise --json"
+    document = read_document(path, ADVICE_SCHEMA, "perfgate advise --json")
+    try:
+        return top_advice(document)
+    except UsageError as exc:
+        raise _usage(f"--advice file {path}: {exc.problem}", fix) from None
+
+
+def _write_html(
+    out: Path,
+    verdict: CompareVerdict,
+    policy: InconclusivePolicy,
+    head: RunResult,
+    advice: Path | None,
+    branch: str,
+    settings: Config,
+) -> str:
+    """The HTML report of this comparison, with the baseline branch's stored history."""
+    from perfgate.compare.document import verdict_document
+    from perfgate.report.html_report import stored_histories, write_report
+    from perfgate.run import utc_now
+
+    histories, note = stored_histories(settings.database_url, settings.root, [head], branch, 100)
+    write_report(
+        out,
+        [head],
+        verdict=verdict_document(verdict, policy),
+        advice_paths=[advice] if advice is not None else [],
+        histories=histories,
+        history_note=note,
+        generated_at=utc_now(),
+        inputs=[f"run {head.run_id}"],
+    )
+    return f"report: {out.resolve()}"
+
+
+def _local(html: Path | None) -> str | None:
+    """The pointer a comment shows when the report is a file (a CI artifact), not a URL."""
+    return f"{html.name} (job artifact)" if html is not None else None
 
 
 def _policy(text: str) -> InconclusivePolicy:

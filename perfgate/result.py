@@ -307,6 +307,29 @@ def write_json_atomic(path: Path, data: Any) -> None:
         raise
 
 
+def write_text_atomic(path: Path, text: str, *, option: str) -> None:
+    """Write ``text`` like :func:`write_json_atomic`: a reader (a CI step uploading the file,
+    a browser) sees the old file or the new one, never half of one. ``option`` names the flag
+    that chose the path, for the error message."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write {path}: {exc.strerror or exc}", f"choose a writable {option} path"
+        ) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+
+
 def write_result(path: Path, result: RunResult) -> None:
     """Validate, then write the document atomically; refuses to write an invalid document."""
     data = result.to_dict()

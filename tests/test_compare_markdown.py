@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
+from perfgate import cli_compare
+from perfgate.cli import app
 from perfgate.compare.gate import CompareVerdict, InconclusivePolicy, WorkloadVerdict
-from perfgate.errors import InfrastructureError, UsageError
-from perfgate.report import compare_markdown
+from perfgate.errors import ExitCode, InfrastructureError, UsageError
+from perfgate.report import compare_markdown, templating
 from perfgate.report.compare_markdown import (
     CELL_LIMIT,
+    TEMPLATE,
+    AdviceLine,
+    advice_anchor,
     append_step_summary,
     escape_cell,
     escape_text,
+    top_advice,
     verdict_markdown,
     write_markdown,
 )
@@ -31,7 +40,15 @@ ALL_HEADER = (
     "| workload | metric | baseline | head | change (90 % CI) | threshold | detectable "
     "| p | p (BH) | verdict | why |"
 )
+ADVICE_HEADER = "| workload | advice | tier | saving | status (measured speed-up, 90 % CI) |"
 HOSTILE = "<script>alert(1)</script> | @org/team [click](http://evil) ![x](http://evil/img) `x`\n#1"
+HOSTILE_ADVICE = (
+    "<script>alert(1)</script>",
+    "[x](javascript:alert(1))",
+    "@everyone",
+    "| forged | row |",
+)
+DATA = Path(__file__).parent / "data"
 
 
 def metric(
@@ -197,10 +214,14 @@ def test_clipping_happens_before_escaping() -> None:
 
 
 def assert_inert(markdown: str, columns: dict[str, int]) -> None:
-    """No HTML but our own details/summary, no forged heading, mention, link or table cell."""
+    """No HTML but our own details/summary, no forged heading, mention, link or table cell.
+
+    The only links are ours: the report pointer and advice titles, which open a table cell
+    (an escaped cell never starts with an unescaped ``[``)."""
     assert "<" not in re.sub(r"</?(details|summary)>", "", markdown)
     assert re.search(r"@[A-Za-z0-9]", markdown) is None
-    assert re.search(r"(?<!\\)\[", markdown.replace("[Full report](", "")) is None
+    ours = markdown.replace("[Full report](", "").replace("| [", "| ")
+    assert re.search(r"(?<!\\)\[", ours) is None
     headings = [line for line in markdown.splitlines() if line.startswith("#")]
     assert headings == [markdown.splitlines()[0]]
     for header, rows in tables(markdown).items():
@@ -518,6 +539,442 @@ def test_rows_after_the_first_dropped_one_are_dropped_too() -> None:
 def test_max_chars_must_be_positive() -> None:
     with pytest.raises(UsageError, match="max_chars"):
         verdict_markdown(twelve_metrics(), max_chars=0)
+
+
+# --- advice -------------------------------------------------------------------------------------
+
+
+def advice_item(
+    rule_id: str, saving: Any, status: str = "unverified", **extra: Any
+) -> dict[str, Any]:
+    """One entry of a workload's ``advice`` list, as ``perfgate advise --json`` writes it."""
+    tier = "low"
+    if isinstance(saving, float) and saving >= 0.03:
+        tier = "high" if saving >= 0.05 else "medium"
+    return {
+        "rule_id": rule_id,
+        "title": extra.pop("title", f"do {rule_id}"),
+        "category": "x",
+        "confidence": "high",
+        "saving": saving,
+        "tier": tier,
+        "status": status,
+        "fix": "",
+        "snippet": "",
+        **extra,
+    }
+
+
+def verification(rule_id: str, outcome: str, speedup: Any = None, ci: Any = None) -> dict[str, Any]:
+    return {
+        "rule_id": rule_id,
+        "workload": "w",
+        "knobs": {},
+        "outcome": outcome,
+        "reason": "measured",
+        "speedup": speedup,
+        "speedup_ci": ci,
+    }
+
+
+def advice_doc(*workloads: Any) -> dict[str, Any]:
+    return {
+        "schema": "perfgate.advice",
+        "schema_version": 1,
+        "device": "cuda",
+        "workloads": list(workloads),
+    }
+
+
+def advised(
+    name: str, *advice: dict[str, Any], checks: tuple[Any, ...] = (), status: str = "ok"
+) -> dict[str, Any]:
+    return {"name": name, "status": status, "advice": list(advice), "verifications": list(checks)}
+
+
+def ranking_doc() -> dict[str, Any]:
+    return advice_doc(
+        advised(
+            "gpt",
+            advice_item("refuted-big", 0.9, status="refuted"),
+            advice_item("zeta", 0.10),
+            advice_item("alpha", 0.10),
+            advice_item("small", 0.01),
+            checks=(
+                verification("refuted-big", "refuted", 0.99, [0.97, 1.02]),
+                verification("zeta", "verified", 1.1312, [1.0449, 1.1777]),
+                verification("alpha", "inconclusive"),
+            ),
+        ),
+        advised("bert", advice_item("zeta", 0.10), advice_item("mid", 0.2)),
+        advised("broken", advice_item("huge", 5.0), status="failed"),
+    )
+
+
+def test_top_advice_ranks_by_saving_refuted_last_ties_by_workload_then_rule() -> None:
+    lines = top_advice(ranking_doc(), limit=10)
+    assert [(line.workload, line.anchor) for line in lines] == [
+        ("bert", "advice-bert-mid"),
+        ("bert", "advice-bert-zeta"),
+        ("gpt", "advice-gpt-alpha"),
+        ("gpt", "advice-gpt-zeta"),
+        ("gpt", "advice-gpt-small"),
+        ("gpt", "advice-gpt-refuted-big"),  # refuted: last despite the largest saving
+    ]  # the failed workload's advice is not advice
+    by_anchor = {line.anchor: line for line in lines}
+    zeta = by_anchor["advice-gpt-zeta"]
+    assert (zeta.status, zeta.measured) == ("verified", "1.13× (1.04–1.18)")
+    assert (zeta.title, zeta.tier, zeta.saving) == ("do zeta", "high", 0.10)
+    assert by_anchor["advice-gpt-alpha"].status == "inconclusive"  # measured, not settled
+    assert by_anchor["advice-gpt-alpha"].measured is None  # no speed-up: nothing to quote
+    assert by_anchor["advice-gpt-refuted-big"].measured == "0.99× (0.97–1.02)"
+    assert by_anchor["advice-bert-mid"] == AdviceLine(
+        workload="bert",
+        title="do mid",
+        tier="high",
+        saving=0.2,
+        status="unverified",
+        anchor="advice-bert-mid",
+    )
+    assert top_advice(ranking_doc()) == lines[:3]
+    assert top_advice(ranking_doc(), limit=0) == []
+
+
+def test_top_advice_does_not_depend_on_document_order() -> None:
+    document = ranking_doc()
+    shuffled = advice_doc(*reversed(document["workloads"]))
+    for workload in shuffled["workloads"]:
+        workload["advice"].reverse()
+        workload["verifications"].reverse()
+    assert top_advice(shuffled, limit=10) == top_advice(document, limit=10)
+    assert top_advice(json.loads(json.dumps(document))) == top_advice(document)
+
+
+def test_top_advice_of_a_real_advice_document() -> None:
+    document = json.loads((DATA / "h200" / "advice-inefficient.json").read_text())
+    lines = top_advice(document)
+    assert [line.anchor for line in lines] == [
+        "advice-gpt-optimizer-not-fused",
+        "advice-gpt-bf16-autocast-missing",  # tied with tf32-disabled: rule id decides
+        "advice-gpt-tf32-disabled",
+    ]
+    assert lines[0].title == "The optimizer step is not fused"
+    markdown = verdict_markdown(twelve_metrics(), advice=lines)
+    rows = tables(markdown)[ADVICE_HEADER]
+    assert rows[0] == ["gpt", "The optimizer step is not fused", "high", "42.3 %", "unverified"]
+
+
+@pytest.mark.parametrize(
+    ("document", "needle"),
+    [
+        ({"schema": "perfgate.verdict", "workloads": []}, "schema 'perfgate.verdict'"),
+        ([], "schema None"),
+        (advice_doc() | {"workloads": {}}, "workloads is not a list"),
+        (advice_doc("gpt"), "workloads[0] is not an object"),
+        (advice_doc(advised("gpt", advice_item("a", "big"))), "advice[0].saving is not a number"),
+        (advice_doc(advised("gpt", advice_item("a", math.nan))), "saving is not a number"),
+        (advice_doc(advised("gpt", advice_item("a", 0.1, title=None))), "title is not text"),
+        (advice_doc(advised("gpt") | {"advice": "x"}), "workloads[0].advice is not a list"),
+        (advice_doc(advised("gpt", checks=(3,))), "workloads[0].verifications[0] is not an"),
+        (advice_doc(advised("gpt") | {"name": 7}), "workloads[0].name is not text"),
+    ],
+)
+def test_a_malformed_advice_document_is_a_usage_error(document: Any, needle: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(needle)) as caught:
+        top_advice(document)
+    assert caught.value.fix == "pass the file written by perfgate advise --json"
+
+
+def test_advice_anchor_is_a_safe_fragment_id() -> None:
+    assert advice_anchor("gpt", "manual-attention") == "advice-gpt-manual-attention"
+    assert advice_anchor("my model/v2", "a.b") == "advice-my_model_v2-a_b"
+    assert advice_anchor('"><script>', "x y") == "advice-_script_-x_y"
+    from perfgate.report.anchors import anchor  # the report's own rule: links must land
+
+    for workload, rule in [("gpt", "manual-attention"), ("my model/v2", "a.b"), ("é", "#1")]:
+        assert advice_anchor(workload, rule) == anchor("advice", workload, rule)
+
+
+def advice_line(
+    workload: str = "gpt", title: str = "Fuse the optimizer", **extra: Any
+) -> AdviceLine:
+    fields: dict[str, Any] = {
+        "tier": "high",
+        "saving": 0.1219,
+        "status": "verified",
+        "measured": "1.13× (1.04–1.18)",
+        "anchor": advice_anchor(workload, "manual-attention"),
+        **extra,
+    }
+    return AdviceLine(workload=workload, title=title, **fields)
+
+
+def test_advice_section_follows_the_changed_metrics() -> None:
+    verdict = twelve_metrics()
+    lines = [
+        advice_line(),
+        advice_line(
+            "mlp",
+            "Use a bigger batch",
+            status="unverified",
+            measured=None,
+            anchor=None,
+            tier="medium",
+            saving=0.031,
+        ),
+    ]
+    markdown = verdict_markdown(verdict, advice=lines)
+    screen = first_screen(markdown)
+    assert (
+        screen.index(CHANGED_HEADER) < screen.index("**Top advice**") < screen.index(ADVICE_HEADER)
+    )
+    assert tables(markdown)[ADVICE_HEADER] == [
+        ["gpt", "Fuse the optimizer", "high", "12.2 %", "verified: 1.13× (1.04–1.18)"],
+        ["mlp", "Use a bigger batch", "medium", "3.1 %", "unverified"],
+    ]
+    without = verdict_markdown(verdict)
+    assert "Top advice" not in without and ADVICE_HEADER not in without
+    assert markdown.replace(screen, "") == without.replace(first_screen(without), "")
+
+
+@pytest.mark.parametrize(
+    ("link", "target"),
+    [
+        (
+            "https://ci.example/runs/1/report.html",
+            "https://ci.example/runs/1/report.html#advice-gpt-manual-attention",
+        ),
+        ("http://ci.example/r?x=1#verdict", "http://ci.example/r?x=1#advice-gpt-manual-attention"),
+        (
+            "https://ci.example/a b)[x](http://evil",
+            "https://ci.example/a%20b%29%5Bx%5D%28http://evil#advice-gpt-manual-attention",
+        ),
+    ],
+)
+def test_advice_titles_link_into_an_online_report(link: str, target: str) -> None:
+    markdown = verdict_markdown(twelve_metrics(), advice=[advice_line()], report_link=link)
+    row = tables(markdown)[ADVICE_HEADER][0]
+    assert row[1] == f"[Fuse the optimizer]({target})"
+
+
+@pytest.mark.parametrize(
+    "link",
+    [
+        None,
+        "",
+        "report/index.html",
+        "javascript:alert(1)",
+        "file:///tmp/r.html",
+        "https:///no-host",
+    ],
+)
+def test_advice_titles_are_plain_text_without_an_online_report(link: str | None) -> None:
+    markdown = verdict_markdown(twelve_metrics(), advice=[advice_line()], report_link=link)
+    assert tables(markdown)[ADVICE_HEADER][0][1] == "Fuse the optimizer"
+    assert "](" not in markdown.replace("[Full report](", "")
+
+
+def test_a_forged_anchor_cannot_leave_the_link() -> None:
+    line = advice_line(anchor="x)](javascript:alert(1)) <b>")
+    markdown = verdict_markdown(twelve_metrics(), advice=[line], report_link="https://ci.example/r")
+    assert (
+        tables(markdown)[ADVICE_HEADER][0][1]
+        == "[Fuse the optimizer](https://ci.example/r#x_javascript_alert_1_b_)"
+    )
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_ADVICE)
+def test_hostile_advice_text_is_escaped(hostile: str) -> None:
+    lines = [
+        advice_line(hostile, hostile, tier=hostile, status=hostile, measured=hostile),
+        advice_line(f"{hostile} 2", f"x {hostile}"),
+    ]
+    for link in ("https://ci.example/run/1", "report.html"):
+        markdown = verdict_markdown(twelve_metrics(), advice=lines, report_link=link)
+        assert_inert(markdown, {CHANGED_HEADER: 8, ALL_HEADER: 11, ADVICE_HEADER: 5})
+        rows = tables(markdown)[ADVICE_HEADER]
+        assert rows[0][0] == rows[0][2] == escape_cell(hostile)
+        assert rows[0][4] == f"{escape_cell(hostile)}: {escape_cell(hostile)}"
+        title = rows[0][1]
+        if link.startswith("https"):
+            assert title == f"[{escape_cell(hostile)}](https://ci.example/run/1#{lines[0].anchor})"
+        else:
+            assert title == escape_cell(hostile)
+        targets = re.findall(r"(?<!\\)\]\(([^)]*)\)", markdown)
+        assert all(t.startswith("https://ci.example/run/1") for t in targets), targets
+
+
+def test_the_hostile_advice_strings_render_as_expected() -> None:
+    lines = [advice_line(name, name) for name in HOSTILE_ADVICE]
+    markdown = verdict_markdown(twelve_metrics(), advice=lines)
+    assert [row[0] for row in tables(markdown)[ADVICE_HEADER]] == [
+        "&lt;script&gt;alert(1)&lt;/script&gt;",
+        r"\[x\](javascript:alert(1))",
+        "@\u200deveryone",
+        r"\| forged \| row \|",
+    ]
+    assert "<script>" not in markdown and not re.search(r"(?<!\\)\]\(javascript", markdown)
+
+
+def many_advice(count: int, title_chars: int = 200) -> list[AdviceLine]:
+    title = ("<b>|</b> @team [x](y) " * title_chars)[:title_chars]
+    return [
+        advice_line(f"workload-{i:05d}", f"{title} {i}", saving=1 / (i + 2), anchor=f"advice-{i}")
+        for i in range(count)
+    ]
+
+
+@pytest.mark.parametrize("max_chars", [1, 2, 40, 300, 700, 1_000, 1_500, 4_000, 20_000, 65_000])
+def test_bound_holds_with_many_workloads_and_much_advice(max_chars: int) -> None:
+    verdict, advice = huge_verdict(40), many_advice(300)
+    link = "https://x.test/r"
+    full = verdict_markdown(verdict, advice=advice, report_link=link, max_chars=10**9)
+    markdown = verdict_markdown(verdict, advice=advice, report_link=link, max_chars=max_chars)
+    assert len(markdown) <= max_chars < len(full)
+    if markdown.endswith("…"):
+        assert full.startswith(markdown[:-1])
+    else:
+        assert markdown.startswith(full[: full.index("\n- method")])
+    assert markdown.count("<details>") == markdown.count("</details>")
+    if "rows omitted" in markdown:
+        omitted = int(re.findall(r"… (\d+) more rows omitted", markdown)[0])
+        total = 1 + 6 + 300 + 50 + 40 * 6 + 2 * 39
+        assert omitted == total - rendered_rows(markdown)
+
+
+@settings(max_examples=40, deadline=None)
+@given(max_chars=st.integers(min_value=1, max_value=40_000), advice=st.integers(0, 60))
+def test_bound_holds_with_advice_for_any_budget(max_chars: int, advice: int) -> None:
+    markdown = verdict_markdown(
+        huge_verdict(25, note_chars=300),
+        advice=many_advice(advice, title_chars=150),
+        report_link="https://x.test/r",
+        max_chars=max_chars,
+    )
+    assert len(markdown) <= max_chars
+    if "rows omitted" in markdown:
+        omitted = int(re.findall(r"… (\d+) more rows omitted", markdown)[0])
+        assert omitted == 1 + 6 + advice + 50 + 25 * 6 + 2 * 24 - rendered_rows(markdown)
+
+
+def test_huge_verdict_with_much_advice_stays_under_the_comment_limit() -> None:
+    markdown = verdict_markdown(huge_verdict(2000), advice=many_advice(2000))
+    assert len(markdown) <= 65_000
+    assert len(tables(markdown)[CHANGED_HEADER]) == 6
+    assert len(tables(markdown)[ADVICE_HEADER]) > 10
+
+
+def test_advice_survives_before_details_and_after_changed_metrics() -> None:
+    verdict, advice = huge_verdict(40), many_advice(3)
+    full = verdict_markdown(verdict, advice=advice, max_chars=10**9)
+    details_start = full.index("<details>")
+    markdown = verdict_markdown(verdict, advice=advice, max_chars=details_start + 200)
+    assert markdown.startswith(full[:details_start])
+    assert len(tables(markdown)[ADVICE_HEADER]) == 3
+    changed_end = full.index("\n**Top advice**")
+    cut = verdict_markdown(verdict, advice=advice, max_chars=changed_end + 70)
+    assert cut.startswith(full[:changed_end]) and "Top advice" not in cut
+    assert "… 371 more rows omitted" in cut  # 3 advice + 50 + 40 × 6 + 2 × 39 details
+
+
+def test_output_is_byte_identical_across_calls() -> None:
+    def render() -> str:
+        return verdict_markdown(
+            huge_verdict(30),
+            advice=top_advice(ranking_doc()),
+            report_link="https://ci.example/r",
+            max_chars=20_000,
+        )
+
+    first = render()
+    assert render() == first and "Top advice" in first
+    unbounded = verdict_markdown(twelve_metrics(), advice=top_advice(ranking_doc()))
+    assert verdict_markdown(twelve_metrics(), advice=top_advice(ranking_doc())) == unbounded
+
+
+# --- template -----------------------------------------------------------------------------------
+
+
+def test_the_layout_is_a_template_in_the_templates_folder() -> None:
+    top_level = Path(__file__).parent.parent / "templates" / TEMPLATE
+    assert top_level.is_file()
+    assert (templating.templates_folder() / TEMPLATE).read_text() == top_level.read_text()
+    text = top_level.read_text()
+    assert text.startswith("{#") and "never receive an unescaped user string" in text
+    layout = text.split("#}", 1)[1]  # no escaping filter: Python escapes, once
+    assert not re.search(r"\|\s*(e|escape|safe|forceescape|urlencode)\b", layout)
+
+
+def test_python_is_the_single_source_of_escaping() -> None:
+    """Jinja does not HTML-escape the markdown: each value reads exactly as the escaper made it."""
+    template = compare_markdown._template()
+    assert template.environment.autoescape is False
+    name = "a & b <c> \"q\" 'x'"
+    verdict = verdict_of(
+        workload(name, metric("step_time_s", ratio=1.2, ci=(1.1, 1.3), verdict="regression")),
+        overall="regression",
+        notes=(name,),
+    )
+    markdown = verdict_markdown(verdict, advice=[advice_line(name, name)])
+    assert (
+        tables(markdown)[CHANGED_HEADER][0][0]
+        == escape_cell(name)
+        == "a &amp; b &lt;c&gt; \"q\" 'x'"
+    )
+    assert tables(markdown)[ADVICE_HEADER][0][:2] == [escape_cell(name)] * 2
+    assert f"- {escape_text(name)}\n" in markdown
+    for doubled in ("&amp;amp;", "&amp;lt;", "&#34;", "&#39;", "&quot;"):
+        assert doubled not in markdown
+    assert "<details><summary>" in markdown  # the template's own markup is not escaped either
+
+
+# --- command line ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (None, "does not exist"),
+        ("{not json", "is not valid JSON"),
+        (b"\xff\xfe\x00", "is not valid JSON"),
+        ('{"schema": "perfgate.verdict"}', "not a perfgate.advice document"),
+        (json.dumps(advice_doc(advised("gpt", advice_item("a", "big")))), "saving is not a number"),
+    ],
+)
+def test_compare_rejects_a_bad_advice_file_before_measuring(
+    content: str | bytes | None, needle: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "advice.json"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    result = CliRunner().invoke(app, ["compare", "head.json", "--advice", str(path)])
+    assert result.exit_code == ExitCode.USAGE, result.output
+    message = " ".join(result.output.split())
+    assert needle in message and str(path) in message
+    assert "pass a file written by perfgate advise --json" in message
+    assert "head.json" not in message  # the advice is checked first
+
+
+def test_compare_writes_the_advice_into_the_markdown_and_job_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "advice.json"
+    path.write_text(json.dumps(ranking_doc()))
+    summary, out = tmp_path / "summary.md", tmp_path / "comment.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    lines = cli_compare._advice_lines(path)
+    assert lines == top_advice(ranking_doc()) and cli_compare._advice_lines(None) == []
+    link = "perfgate-report.html (job artifact)"
+    written = cli_compare._write_outputs(twelve_metrics(), "exit4", None, out, lines, link)
+    assert written == [f"markdown: {out}", f"job summary: appended to {summary}"]
+    comment = out.read_text()
+    assert comment == verdict_markdown(twelve_metrics(), advice=lines, report_link=link)
+    assert comment.endswith("Full report: perfgate-report.html (job artifact)\n")
+    assert [row[0] for row in tables(comment)[ADVICE_HEADER]] == ["bert", "bert", "gpt"]
+    assert summary.read_text() == comment + "\n"
 
 
 # --- files --------------------------------------------------------------------------------------

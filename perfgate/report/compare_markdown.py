@@ -15,7 +15,16 @@ Two guarantees, because the text lands in a PR comment:
   break (a forged row or a forged "perfgate: pass" must not be possible).
 - **Bounded.** GitHub refuses comments over 65,536 characters, and a refused comment hides the
   verdict entirely; so the output never exceeds ``max_chars``. Rows are kept in priority order
-  (run notes, changed metrics, then the details) and the rest are counted in one "omitted" line.
+  (run notes, changed metrics, advice, then the details) and the rest are counted in one
+  "omitted" line.
+
+The layout lives in the Jinja2 template ``templates/pr_comment.md.j2``; this module keeps the
+policy: it escapes every value before the template sees it (the template is rendered without
+autoescaping and never receives an unescaped user string), builds the rows, and enforces the
+bound by rendering a prefix of the rows.
+
+Optionally the comment lists the top pieces of advice of a ``perfgate advise --json`` document
+(:func:`top_advice`), each linking to its section of the HTML report when the report is online.
 """
 
 from __future__ import annotations
@@ -26,10 +35,16 @@ import os
 import re
 import tempfile
 import unicodedata
-from collections.abc import Iterable, Mapping
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache, partial
+from itertools import accumulate
 from pathlib import Path
+from typing import Any, NoReturn, TypeAlias, TypeGuard
 from urllib.parse import quote, urlsplit
+
+import jinja2
 
 from perfgate.compare.gate import (
     LOSS_RELATIVE_TOLERANCE,
@@ -38,7 +53,9 @@ from perfgate.compare.gate import (
     WorkloadVerdict,
 )
 from perfgate.errors import InfrastructureError, UsageError
+from perfgate.report.anchors import anchor
 from perfgate.report.run_summary import format_bytes, format_seconds
+from perfgate.report.templating import environment
 from perfgate.stats.compare import MetricComparison
 
 PR_COMMENT_LIMIT = 65_000
@@ -57,29 +74,24 @@ _MENTION = re.compile(r"@(?=[A-Za-z0-9])")
 _REFERENCE = re.compile(r"#(?=[0-9])")
 _ORDERED_MARKER = re.compile(r"^(\d+)([.)])")
 
-_CHANGED_HEADERS = (
-    "workload",
-    "metric",
-    "baseline",
-    "head",
-    "change (90 % CI)",
-    "threshold",
-    "detectable",
-    "verdict",
+TEMPLATE = "pr_comment.md.j2"
+"""The layout, in perfgate's ``templates/`` folder."""
+ADVICE_LIMIT = 3
+"""How many pieces of advice the comment shows by default (:func:`top_advice`)."""
+
+_ADVICE_SCHEMA = "perfgate.advice"  # perfgate.advise.session.ADVICE_SCHEMA, without its imports
+_ADVICE_FIX = "pass the file written by perfgate advise --json"
+_URL_SAFE = "/:?#=&%+,;@!$~.-_"
+_BLOCKS = (
+    "notes",
+    "changed",
+    "advice",
+    "environment",
+    "no_baseline",
+    "all_metrics",
+    "workload_notes",
 )
-_ALL_HEADERS = (
-    "workload",
-    "metric",
-    "baseline",
-    "head",
-    "change (90 % CI)",
-    "threshold",
-    "detectable",
-    "p",
-    "p (BH)",
-    "verdict",
-    "why",
-)
+"""The template's row blocks in priority order: truncation keeps a prefix of this sequence."""
 _METHODS = {
     "baseline": "baseline (head repeats judged against the baseline's repeats)",
     "interleaved": "interleaved A/B (base and head measured alternately in this job)",
@@ -119,27 +131,109 @@ def escape_cell(text: str, *, limit: int = CELL_LIMIT) -> str:
     return escape_text(text, limit=limit).replace("|", "\\|")
 
 
+@dataclass(frozen=True, kw_only=True)
+class AdviceLine:
+    """One piece of advice as the comment shows it; the text is raw, :func:`verdict_markdown`
+    escapes it."""
+
+    workload: str
+    title: str
+    tier: str
+    """``high``, ``medium`` or ``low``."""
+    saving: float
+    """Estimated saving as a fraction of step time (0.12: 12 %)."""
+    status: str
+    """``unverified``, ``verified``, ``refuted`` or ``unverifiable``, or a verification's
+    ``inconclusive`` (measured, not settled) or ``failed`` (a side did not run)."""
+    measured: str | None = None
+    """The verification's speed-up with its interval, e.g. ``1.13× (1.04–1.18)``."""
+    anchor: str | None = None
+    """Fragment id of the advice in the HTML report (:func:`advice_anchor`)."""
+
+
+def advice_anchor(workload: str, rule_id: str) -> str:
+    """The HTML report's fragment id for one piece of advice (``advice-<workload>-<rule id>``),
+    by the report's own rule, so a comment's link lands on the report's section."""
+    return anchor("advice", workload, rule_id)
+
+
+def top_advice(document: Mapping[str, Any], limit: int = ADVICE_LIMIT) -> list[AdviceLine]:
+    """The ``limit`` most valuable pieces of advice of a ``perfgate.advice`` document.
+
+    All advice of every workload that profiled (status ``ok``) is ranked by estimated saving,
+    largest first, refuted advice last, ties by workload name then rule id, so the same document
+    always gives the same lines. A verification of the advice sets its status (``inconclusive``
+    and ``failed`` included) and, when it measured a speed-up with an interval, ``measured``.
+    A document that is not ``perfgate.advice`` is a :class:`UsageError` naming what is wrong.
+    """
+    if not isinstance(document, Mapping) or document.get("schema") != _ADVICE_SCHEMA:
+        found = document.get("schema") if isinstance(document, Mapping) else None
+        raise UsageError(f"not a {_ADVICE_SCHEMA} document (schema {found!r})", _ADVICE_FIX)
+    ranked: list[tuple[tuple[bool, float, str, str], AdviceLine]] = []
+    for i, workload in enumerate(_field(document, "workloads", list, "")):
+        where = f"workloads[{i}]"
+        if not isinstance(workload, Mapping):
+            _malformed(f"{where} is not an object")
+        if workload.get("status") != "ok":
+            continue
+        name = _field(workload, "name", str, where)
+        checks = {
+            _field(check, "rule_id", str, f"{where}.verifications[{j}]"): check
+            for j, check in enumerate(_objects(workload, "verifications", where))
+        }
+        for j, item in enumerate(_objects(workload, "advice", where)):
+            at = f"{where}.advice[{j}]"
+            rule_id = _field(item, "rule_id", str, at)
+            saving = _field(item, "saving", float, at)
+            status = _field(item, "status", str, at)
+            verification = checks.get(rule_id)
+            outcome = verification.get("outcome") if verification is not None else None
+            line = AdviceLine(
+                workload=name,
+                title=_field(item, "title", str, at),
+                tier=_field(item, "tier", str, at),
+                saving=saving,
+                status=outcome if isinstance(outcome, str) and outcome else status,
+                measured=_measured(verification) if verification is not None else None,
+                anchor=advice_anchor(name, rule_id),
+            )
+            ranked.append(((line.status == "refuted", -saving, name, rule_id), line))
+    ranked.sort(key=lambda pair: pair[0])
+    return [line for _, line in ranked[: max(limit, 0)]]
+
+
 def verdict_markdown(
     verdict: CompareVerdict,
     *,
     inconclusive_policy: InconclusivePolicy = "exit4",
     report_link: str | None = None,
     max_chars: int = PR_COMMENT_LIMIT,
+    advice: Sequence[AdviceLine] = (),
 ) -> str:
     """The verdict as markdown of at most ``max_chars`` characters (see the module docstring).
 
-    When everything does not fit, rows are dropped from the end in priority order — run notes
-    and changed metrics survive longest — and one line says how many were left out. Below a few
-    hundred characters only the (clipped) headline remains.
+    ``advice`` (e.g. :func:`top_advice`) adds a small table after the changed metrics; with an
+    http(s) ``report_link`` each title links to its section of the report. When everything does
+    not fit, rows are dropped from the end in priority order — run notes and changed metrics
+    survive longest — and one line says how many were left out. Below a few hundred characters
+    only the (clipped) headline remains.
     """
     if max_chars < 1:
         raise UsageError(f"max_chars {max_chars} is not positive", "pass at least 1")
-    header = _header(verdict, inconclusive_policy)
-    footer = _report_line(report_link) if report_link else ""
-    notes = _Section(rows=[f"- {escape_text(note)}\n" for note in verdict.notes])
-    changed = _changed_section(verdict)
-    details = _detail_sections(verdict)
-    return _fit(header, [notes, changed, *details], footer=footer, max_chars=max_chars)
+    report_url, report_text = _report(report_link)
+    rows: dict[str, list[_Row]] = {
+        "notes": [escape_text(note) for note in verdict.notes],
+        "changed": _changed_rows(verdict),
+        "advice": [_advice_row(line, report_url) for line in advice],
+        **_detail_rows(verdict),
+    }
+    assert tuple(rows) == _BLOCKS
+    return _fit(
+        _header(verdict, inconclusive_policy),
+        rows,
+        report={"report_url": report_url, "report_text": report_text},
+        max_chars=max_chars,
+    )
 
 
 def append_step_summary(markdown: str, environ: Mapping[str, str] | None = None) -> Path | None:
@@ -189,70 +283,114 @@ def write_markdown(path: Path, markdown: str) -> None:
         raise
 
 
-@dataclass
-class _Section:
-    """A block of droppable rows; ``opening``/``closing`` are written only around kept rows."""
-
-    rows: list[str]
-    opening: str = ""
-    closing: str = ""
+_Row: TypeAlias = "str | Mapping[str, str]"
+"""A list item (its escaped text) or a table row (column → escaped cell)."""
 
 
-def _fit(header: str, sections: list[_Section], *, footer: str, max_chars: int) -> str:
-    """The header, then the sections' rows in order while they fit, then the footer.
+def _fit(
+    header: Mapping[str, str],
+    rows: Mapping[str, Sequence[_Row]],
+    *,
+    report: Mapping[str, str | None],
+    max_chars: int,
+) -> str:
+    """The template rendered with as many rows as fit in ``max_chars``.
 
-    Sections come in priority order, so the first rows dropped are the last details. Room for
-    the "omitted" line is reserved up front (sized as if every row were omitted), so the bound
-    holds whatever is dropped; once one row does not fit, every later row is dropped too, which
-    keeps each table a prefix of itself rather than a sample. When not even that fits, the
-    report link goes, and then all that is left is the headline, clipped.
+    Rows are kept as a prefix in priority order (``_BLOCKS``), so the first dropped are the last
+    details, and once one row is dropped every later row is too: each table stays a prefix of
+    itself rather than a sample. The kept count is a binary search over renderings that carry
+    the "… N more rows omitted" line (the length grows with each kept row), bounded above by the
+    rows whose text alone would overflow. Every text returned was measured, so the bound holds
+    even if that growth assumption broke. When not even zero rows fit, the report pointer goes,
+    and then all that is left is the headline, clipped.
     """
-    total = sum(len(section.rows) for section in sections)
-    reserve = len(_omitted_line(total)) if total else 0
-    if len(header) + len(footer) + reserve > max_chars:
-        footer = ""
-    room = max_chars - len(header) - len(footer) - reserve
-    if room < 0:
-        return _clip(header, max_chars)
-    parts = [header]
-    kept = 0
-    for section in sections:
-        count = 0
-        for row in section.rows:
-            cost = len(row) + (len(section.opening) + len(section.closing) if count == 0 else 0)
-            if cost > room:
-                break
-            room -= cost
-            count += 1
-        if count:
-            parts += [section.opening, *section.rows[:count], section.closing]
-        kept += count
-        if count < len(section.rows):
-            break
-    omitted = total - kept
-    if omitted:
-        parts.append(_omitted_line(omitted))
-    parts.append(footer)
-    return "".join(parts)
+    total = sum(len(block) for block in rows.values())
+    ends = list(accumulate(_weight(row) for block in rows.values() for row in block))
+    no_report: dict[str, str | None] = {"report_url": None, "report_text": None}
+    if not ends or ends[-1] <= max_chars:
+        full = _render(header, rows, total, report)
+        if len(full) <= max_chars:
+            return full
+    ceiling = max(min(bisect_right(ends, max_chars), total - 1), 0)
+    for pointer in (report, no_report) if any(report.values()) else (no_report,):
+        fitted = _largest_fitting(
+            partial(_render, header, rows, report=pointer), ceiling, max_chars
+        )
+        if fitted is not None:
+            return fitted
+    return _clip(_render(header, rows, 0, no_report, omitted=False), max_chars)
 
 
-def _omitted_line(count: int) -> str:
-    return f"\n… {count} more rows omitted; see the JSON verdict / report\n"
+def _largest_fitting(render: Callable[[int], str], ceiling: int, max_chars: int) -> str | None:
+    """``render(k)`` for the largest ``k`` in ``0..ceiling`` that fits; None if none does."""
+    best = render(0)
+    if len(best) > max_chars:
+        return None
+    low, high = 0, ceiling
+    while low < high:
+        middle = (low + high + 1) // 2
+        text = render(middle)
+        if len(text) <= max_chars:
+            low, best = middle, text
+        else:
+            high = middle - 1
+    return best
+
+
+def _render(
+    header: Mapping[str, str],
+    rows: Mapping[str, Sequence[_Row]],
+    kept: int,
+    report: Mapping[str, str | None],
+    *,
+    omitted: bool = True,
+) -> str:
+    """The template with the first ``kept`` rows (in block order) and, if ``omitted``, the count
+    of the others."""
+    blocks = {}
+    left = kept
+    total = 0
+    for name, block in rows.items():
+        count = min(left, len(block))
+        blocks[name] = _Block(rows=block[:count], total=len(block))
+        left -= count
+        total += len(block)
+    return _template().render(**header, **blocks, **report, omitted=total - kept if omitted else 0)
+
+
+@dataclass(frozen=True)
+class _Block:
+    """One block of the template: the rows kept, and how many there are in all."""
+
+    rows: Sequence[_Row]
+    total: int
+
+
+@cache
+def _template() -> jinja2.Template:
+    return environment(html=False).get_template(TEMPLATE)
+
+
+def _weight(row: _Row) -> int:
+    """Characters the row's own text adds to any rendering (a lower bound of its cost)."""
+    return len(row) if isinstance(row, str) else sum(len(cell) for cell in row.values())
 
 
 def _clip(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 
 
-def _header(verdict: CompareVerdict, policy: InconclusivePolicy) -> str:
+def _header(verdict: CompareVerdict, policy: InconclusivePolicy) -> dict[str, str]:
     code = verdict.exit_code(policy)
-    method = _METHODS.get(verdict.method, escape_text(verdict.method))
-    return (
-        f"## perfgate: {verdict.overall}\n\n"
-        f"{_reason_sentence(verdict)}\n\n"
-        f"- exit code **{int(code)}** ({code.name.lower()}; `--inconclusive {policy}`)\n"
-        f"- method: {method}; head run {escape_text(verdict.head_run_id, limit=64)}\n"
-    )
+    return {
+        "overall": escape_text(verdict.overall),
+        "reason": _reason_sentence(verdict),
+        "exit_code": str(int(code)),
+        "exit_name": code.name.lower(),
+        "policy": escape_text(policy),
+        "method": _METHODS.get(verdict.method, escape_text(verdict.method)),
+        "head_run": escape_text(verdict.head_run_id, limit=64),
+    }
 
 
 def _reason_sentence(verdict: CompareVerdict) -> str:
@@ -320,105 +458,99 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:] + "."
 
 
-def _changed_section(verdict: CompareVerdict) -> _Section:
+def _changed_rows(verdict: CompareVerdict) -> list[_Row]:
     """Loss mismatches, regressions (worst first), inconclusive, improvements (best first):
     the order in which rows matter, so truncation drops the least important."""
-    rows: list[tuple[tuple[int, float], str]] = []
+    rows: list[tuple[tuple[int, float], _Row]] = []
     for workload in verdict.workloads:
         if workload.status == "loss_mismatch":
             why = "; ".join(workload.notes) or "final loss differs"
-            cells = [
-                escape_cell(workload.name),
-                "final loss",
-                "—",
-                "—",
-                escape_cell(why, limit=TEXT_LIMIT),
-                f"±{LOSS_RELATIVE_TOLERANCE * 100:.3g} %",
-                "—",
-                "**loss mismatch**",
-            ]
-            rows.append(((0, 0.0), _row(cells)))
+            row = {
+                "workload": escape_cell(workload.name),
+                "metric": "final loss",
+                "baseline": "—",
+                "head": "—",
+                "change": escape_cell(why, limit=TEXT_LIMIT),
+                "threshold": f"±{LOSS_RELATIVE_TOLERANCE * 100:.3g} %",
+                "detectable": "—",
+                "verdict": "loss mismatch",
+            }
+            rows.append(((0, 0.0), row))
         for c in workload.comparisons:
             if c.verdict in _SEVERITY:
                 # Worst regression and best improvement first; inconclusive keep their order.
                 order = {"regression": -c.ratio, "improvement": c.ratio}.get(c.verdict, 0.0)
-                rows.append(
-                    ((_SEVERITY[c.verdict], order), _row(_metric_cells(workload, c, bold=True)))
-                )
+                rows.append(((_SEVERITY[c.verdict], order), _metric_row(workload, c)))
     rows.sort(key=lambda pair: pair[0])
-    return _Section(
-        rows=[row for _, row in rows],
-        opening="\n" + _row(_CHANGED_HEADERS) + _rule(len(_CHANGED_HEADERS)),
-        closing=(
-            "\nChange: + is worse (slower, less throughput, more memory). "
-            "Detectable: the smallest worsening this comparison could flag.\n"
-        ),
-    )
+    return [row for _, row in rows]
 
 
-def _detail_sections(verdict: CompareVerdict) -> list[_Section]:
-    """Collapsed blocks, short and telling ones first so the long metric table is cut first."""
+def _advice_row(line: AdviceLine, report_url: str | None) -> _Row:
+    """One advice row, escaped. The title links to ``<report>#<anchor>`` only when the report
+    is an http(s) URL (``report_url``, already made safe) and the line has an anchor, which is
+    re-sanitised here since an :class:`AdviceLine` may come from anywhere."""
+    url = ""
+    if report_url and line.anchor:
+        url = f"{report_url.split('#', 1)[0]}#{anchor(line.anchor)}"
+    return {
+        "workload": escape_cell(line.workload),
+        "title": escape_cell(line.title),
+        "url": url,
+        "tier": escape_cell(line.tier),
+        "saving": _saving(line.saving),
+        # One cell, escaped as a whole: only its start can look like a block marker.
+        "status": escape_cell(f"{line.status}: {line.measured}" if line.measured else line.status),
+    }
+
+
+def _saving(fraction: float) -> str:
+    return f"{fraction * 100:.1f} %" if math.isfinite(fraction) else "—"
+
+
+def _detail_rows(verdict: CompareVerdict) -> dict[str, list[_Row]]:
+    """The collapsed blocks' rows, short and telling ones first so the long metric table is cut
+    first."""
     workloads = verdict.workloads
-    missing = [w for w in workloads if w.status == "no_baseline"]
-    all_rows = [
-        _row([*_metric_cells(w, c, bold=False)[:7], *_p_cells(c), _why(c)])
-        for w in workloads
-        for c in w.comparisons
-    ]
-    note_rows = [
-        f"- {escape_text(w.name, limit=CELL_LIMIT)} ({w.status.replace('_', ' ')}): "
-        f"{escape_text(note)}\n"
-        for w in workloads
-        for note in w.notes
-    ]
-    return [
-        _details(
-            f"Environment differences ({len(verdict.environment_differences)})",
-            [f"- {escape_text(line)}\n" for line in verdict.environment_differences],
-        ),
-        _details(
-            f"Workloads without a baseline ({len(missing)})",
-            [f"- {escape_text(w.name, limit=CELL_LIMIT)}\n" for w in missing],
-        ),
-        _details(
-            f"All {len(all_rows)} metrics, with p-values and reasons",
-            all_rows,
-            table=_ALL_HEADERS,
-        ),
-        _details(f"Workload notes ({len(note_rows)})", note_rows),
-    ]
+    return {
+        "environment": [escape_text(line) for line in verdict.environment_differences],
+        "no_baseline": [
+            escape_text(w.name, limit=CELL_LIMIT) for w in workloads if w.status == "no_baseline"
+        ],
+        "all_metrics": [
+            {
+                **_metric_row(w, c),
+                "p": f"{c.p_value:.3g}",
+                "p_adjusted": f"{c.p_adjusted:.3g}" if c.p_adjusted is not None else "—",
+                "why": escape_cell("; ".join(c.reasons), limit=TEXT_LIMIT) if c.reasons else "",
+            }
+            for w in workloads
+            for c in w.comparisons
+        ],
+        "workload_notes": [
+            {
+                "workload": escape_text(w.name, limit=CELL_LIMIT),
+                "status": w.status.replace("_", " "),
+                "note": escape_text(note),
+            }
+            for w in workloads
+            for note in w.notes
+        ],
+    }
 
 
-def _details(summary: str, rows: list[str], table: tuple[str, ...] = ()) -> _Section:
-    head = _row(table) + _rule(len(table)) if table else ""
-    return _Section(
-        rows=rows,
-        opening=f"\n<details><summary>{html.escape(summary)}</summary>\n\n{head}",
-        closing="\n</details>\n",
-    )
-
-
-def _metric_cells(workload: WorkloadVerdict, c: MetricComparison, *, bold: bool) -> list[str]:
-    label = c.verdict.replace("_", " ")
-    return [
-        escape_cell(workload.name),
-        escape_cell(c.metric),
-        _value(c.metric, c.baseline_median),
-        _value(c.metric, c.head_median),
-        f"{_percent(c.ratio)} ({_signed(c.ci_low)} … {_signed(c.ci_high)})",
-        f"±{c.threshold * 100:.3g} %",
-        "never" if math.isinf(c.min_detectable) else f"{c.min_detectable * 100:.1f} %",
-        f"**{label}**" if bold and c.verdict == "regression" else label,
-    ]
-
-
-def _p_cells(c: MetricComparison) -> list[str]:
-    adjusted = f"{c.p_adjusted:.3g}" if c.p_adjusted is not None else "—"
-    return [f"{c.p_value:.3g}", adjusted, c.verdict.replace("_", " ")]
-
-
-def _why(c: MetricComparison) -> str:
-    return escape_cell("; ".join(c.reasons), limit=TEXT_LIMIT) if c.reasons else ""
+def _metric_row(workload: WorkloadVerdict, c: MetricComparison) -> dict[str, str]:
+    return {
+        "workload": escape_cell(workload.name),
+        "metric": escape_cell(c.metric),
+        "baseline": _value(c.metric, c.baseline_median),
+        "head": _value(c.metric, c.head_median),
+        "change": f"{_percent(c.ratio)} ({_signed(c.ci_low)} … {_signed(c.ci_high)})",
+        "threshold": f"±{c.threshold * 100:.3g} %",
+        "detectable": "never"
+        if math.isinf(c.min_detectable)
+        else f"{c.min_detectable * 100:.1f} %",
+        "verdict": c.verdict.replace("_", " "),
+    }
 
 
 def _value(metric: str, value: float) -> str:
@@ -441,19 +573,52 @@ def _signed(ratio: float) -> str:
     return f"{(ratio - 1) * 100:+.1f}"
 
 
-def _row(cells: Iterable[str]) -> str:
-    return "| " + " | ".join(cells) + " |\n"
-
-
-def _rule(columns: int) -> str:
-    return "|" + "---|" * columns + "\n"
-
-
-def _report_line(link: str) -> str:
-    """A link only for http(s) URLs, percent-encoded so it cannot close the link early;
-    anything else (a local path, ``javascript:``) is shown as plain escaped text."""
+def _report(link: str | None) -> tuple[str | None, str | None]:
+    """The report pointer as ``(url, text)``: a URL only for http(s) links, percent-encoded so
+    it cannot close the link early; anything else (a local path, ``javascript:``) is plain
+    escaped text. ``(None, None)`` without a link."""
+    if not link:
+        return None, None
     parts = urlsplit(link.strip())
     if parts.scheme in {"http", "https"} and parts.netloc:
-        safe_url = quote(link.strip(), safe="/:?#=&%+,;@!$~.-_")
-        return f"\n[Full report]({safe_url})\n"
-    return f"\nFull report: {escape_text(link)}\n"
+        return quote(link.strip(), safe=_URL_SAFE), None
+    return None, escape_text(link)
+
+
+def _field(data: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    """``data[key]`` when it is a ``kind`` (a finite number for ``float``); else a usage error."""
+    value = data.get(key)
+    if kind is float and _is_number(value):
+        return float(value)
+    if kind is not float and isinstance(value, kind):
+        return value
+    noun = {float: "a number", str: "text", list: "a list"}.get(kind, kind.__name__)
+    _malformed(f"{where}.{key} is not {noun}" if where else f"{key} is not {noun}")
+
+
+def _objects(data: Mapping[str, Any], key: str, where: str) -> list[Mapping[str, Any]]:
+    """``data[key]`` as a list of objects (missing or null: none); else a usage error."""
+    items = data.get(key) or []
+    if not isinstance(items, list):
+        _malformed(f"{where}.{key} is not a list")
+    for j, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            _malformed(f"{where}.{key}[{j}] is not an object")
+    return items
+
+
+def _malformed(problem: str) -> NoReturn:
+    raise UsageError(f"not a valid {_ADVICE_SCHEMA} document: {problem}", _ADVICE_FIX)
+
+
+def _measured(check: Mapping[str, Any]) -> str | None:
+    """``1.13× (1.04–1.18)`` from a verification with a speed-up and its interval, else None."""
+    speedup, interval = check.get("speedup"), check.get("speedup_ci")
+    numbers = [speedup, *interval] if isinstance(interval, (list, tuple)) else []
+    if len(numbers) != 3 or not all(_is_number(n) for n in numbers):
+        return None
+    return f"{numbers[0]:.2f}× ({numbers[1]:.2f}–{numbers[2]:.2f})"
+
+
+def _is_number(value: object) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

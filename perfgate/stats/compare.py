@@ -95,6 +95,10 @@ class MetricComparison:
     reasons: tuple[str, ...] = ()
     p_adjusted: float | None = None
     quality: tuple[SideQuality, SideQuality] = field(default=(SideQuality(), SideQuality()))
+    baseline_values: tuple[float, ...] = ()
+    head_values: tuple[float, ...] = ()
+    """The per-repeat values compared (sorted): the report draws the two distributions from
+    the verdict itself, so the picture is of exactly the numbers that were judged."""
 
 
 def compare_metric(
@@ -139,6 +143,8 @@ def compare_metric(
         head_repeats=len(new),
         verdict="inconclusive",
         quality=quality,
+        baseline_values=tuple(sorted(float(v) for v in base)),
+        head_values=tuple(sorted(float(v) for v in new)),
     )
     return decide(comparison, p_value)
 

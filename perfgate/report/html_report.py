@@ -1,0 +1,66 @@
+"""The self-contained HTML report: build the page from documents, render it, write it.
+
+``perfgate report`` and ``perfgate compare --html`` both end here. The page is one file with its
+styles and charts inline and a Content-Security-Policy that forbids scripts and fetches, so it
+opens from a CI artifact on an air-gapped laptop, and a hostile string could not run even if
+escaping ever failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from perfgate.report.documents import merged_advice, read_document
+from perfgate.report.history import WorkloadHistory
+from perfgate.report.page import Page, build_page
+from perfgate.report.templating import environment
+from perfgate.result import RunResult, write_text_atomic
+
+REPORT_TEMPLATE = "report.html.j2"
+
+
+def render_html(page: Page) -> str:
+    """The page as HTML (autoescaped: only the charts and highlighted snippets are markup)."""
+    return environment(html=True).get_template(REPORT_TEMPLATE).render(page=page)
+
+
+def write_report(
+    out: Path,
+    heads: Sequence[RunResult],
+    *,
+    verdict: Mapping[str, Any] | None,
+    advice_paths: Sequence[Path],
+    histories: Mapping[str, WorkloadHistory],
+    history_note: str,
+    generated_at: str,
+    inputs: Sequence[str],
+) -> Path:
+    """Read the advice, build and render the page, and write it atomically to ``out``."""
+    from perfgate.advise.session import ADVICE_SCHEMA
+
+    advice = [read_document(p, ADVICE_SCHEMA, "perfgate advise --json") for p in advice_paths]
+    page = build_page(
+        list(heads),
+        verdict=verdict,
+        advice=merged_advice(advice),
+        histories=histories,
+        history_note=history_note,
+        generated_at=generated_at,
+        inputs=[*inputs, *(str(p) for p in advice_paths)],
+    )
+    write_text_atomic(out, render_html(page), option="--out")
+    return out
+
+
+def stored_histories(
+    url: str, root: Path, heads: list[RunResult], branch: str | None, runs: int
+) -> tuple[dict[str, WorkloadHistory], str]:
+    """Histories from the database, or none and why (no database yet is normal at first)."""
+    from perfgate.report.history import load_histories
+    from perfgate.store.engine import database_exists, masked_url
+
+    if not database_exists(url, root):
+        return {}, f"No history: the database {masked_url(url)} does not exist yet."
+    return load_histories(url, root, heads, branch=branch, max_runs=runs), ""
