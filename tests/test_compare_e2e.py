@@ -44,9 +44,22 @@ def test_real_runs_flow_through_compare(tmp_path: Path, perfgate_cli) -> None:  
         str(tmp_path / "a.json"),
         "--json",
         str(verdict),
+        "--markdown",
+        str(tmp_path / "comment.md"),
+        "--html",
+        str(tmp_path / "perfgate-report.html"),
         cwd=tmp_path,
     )
     document = json.loads(verdict.read_text())
+    # The report and the comment say what the verdict document says.
+    html = (tmp_path / "perfgate-report.html").read_text(encoding="utf-8")
+    assert f'data-verdict="{document["overall"]}"' in html
+    step = document["workloads"][0]["comparisons"][0]
+    assert f'data-ratio="{step["ratio"]}"' in html
+    assert f"report: {tmp_path / 'perfgate-report.html'}" in compared.stdout.replace("\n", "")
+    comment = (tmp_path / "comment.md").read_text(encoding="utf-8")
+    assert comment.startswith(f"## perfgate: {document['overall']}")
+    assert "Full report: perfgate-report.html (job artifact)" in comment
     assert compared.returncode == document["exit_code"], compared.stdout + compared.stderr
     assert compared.returncode in (ExitCode.OK, ExitCode.REGRESSION, ExitCode.INCONCLUSIVE)
     assert document["overall"] in ("pass", "regression", "inconclusive")

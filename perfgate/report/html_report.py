@@ -63,4 +63,6 @@ def stored_histories(
 
     if not database_exists(url, root):
         return {}, f"No history: the database {masked_url(url)} does not exist yet."
+    if branch is None and not any(head.source.branch for head in heads):
+        return {}, "No history: the run records no git branch (run in a checkout, or --branch)."
     return load_histories(url, root, heads, branch=branch, max_runs=runs), ""
