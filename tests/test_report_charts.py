@@ -307,3 +307,14 @@ def test_large_history_size_and_time_are_reported() -> None:
     elapsed = time.perf_counter() - start
     print(f"telemetry, 5 series x 60 samples: {elapsed * 1000:.1f} ms, {len(svg) / 1000:.1f} kB")
     _parse(svg)
+
+
+def test_a_one_run_history_has_integer_run_ticks() -> None:
+    from perfgate.report.charts import SeriesPoint, history_svg
+
+    svg = history_svg(
+        [SeriesPoint(value=6.8, label="abc · 2026-11-30 · 6.8 ms", is_head=True)],
+        ylabel="step time (ms)",
+        element_id="one",
+    )
+    assert "0.25" not in svg and "0.50" not in svg  # no fractional run numbers

@@ -26,10 +26,12 @@ from perfgate.compare.baseline_source import from_result
 from perfgate.compare.document import verdict_document
 from perfgate.compare.gate import compare_runs
 from perfgate.errors import UsageError
+from perfgate.report.chart_batch import PARALLEL_FROM
 from perfgate.report.documents import read_document
 from perfgate.report.history import WorkloadHistory, load_histories
 from perfgate.report.html_report import render_html
 from perfgate.report.page import anchor, build_page, signed_percent
+from perfgate.report.run_summary import format_seconds
 from perfgate.result import RunResult, SourceInfo, load_result, write_result
 from perfgate.store.engine import make_engine
 from perfgate.store.ingest import store_run
@@ -178,7 +180,7 @@ def test_a_regression_names_the_workload_and_its_interval() -> None:
     page = assert_self_contained_and_inert(render([head], verdict=verdict))
     assert page.by_id("verdict")["data-verdict"] == "regression"
     banner = page.joined()
-    assert "gpt:" in banner and "worse" in banner and "exit code 1" in banner
+    assert "gpt: step time" in banner and "worse" in banner and "exit code 1" in banner
     (gpt,) = [w for w in verdict["workloads"] if w["name"] == "gpt"]
     (step,) = [c for c in gpt["comparisons"] if c["metric"] == "step_time_s"]
     assert step["verdict"] == "regression"
@@ -228,6 +230,11 @@ def test_empty_history_and_no_advice_say_so() -> None:
     assert page.by_id("verdict")["data-verdict"] == "run"
     assert "No stored history for this workload on this branch." in text
     assert "No advice given" in text
+    # The summary row shows the run's own numbers.
+    gpt = h200_run().workloads[0].summary
+    assert gpt is not None and gpt.median_step_s is not None and gpt.mfu is not None
+    row = html_between(html, '<td><a href="#workload-gpt">', "</tr>")
+    assert format_seconds(gpt.median_step_s) in row and f"{gpt.mfu:.1%}" in row
     # Telemetry of a real GPU run: utilisation, SM clock, power and memory panels.
     section = html_between(html, 'id="workload-gpt"', "</section>")
     for label in ("GPU utilisation", "SM clock", "power", "GPU memory"):
@@ -392,3 +399,14 @@ def test_source_info_branch_reaches_the_page_escaped() -> None:
     html = render([head])
     assert_self_contained_and_inert(html)
     assert f"branch: {HOSTILE}" in Page(html).joined()
+
+
+def test_charts_drawn_in_worker_processes_give_the_same_bytes(
+    stored_history: tuple[str, RunResult, dict[str, WorkloadHistory]],
+) -> None:
+    _, head, histories = stored_history
+    page = build_page([head], histories=histories, generated_at=GENERATED_AT)
+    assert len(page.charts.jobs) >= PARALLEL_FROM  # enough for the pool to be used
+    serial = render_html(page, workers=1)
+    assert render_html(page, workers=2) == serial
+    assert "<!--perfgate-chart-" not in serial

@@ -308,7 +308,8 @@ def history_svg(
 
         ax.set_xlim(-0.7, n - 0.3)
         # Few ticks: each costs about a millisecond to lay out and draw.
-        ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+        # min_n_ticks=1: a one-run history still gets integer ticks (only run 0 is in view).
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True, min_n_ticks=1))
         ax.yaxis.set_major_locator(MaxNLocator(nbins=4))
         ax.set_xlabel("run (oldest → newest)")
         ax.set_ylabel(_clean(ylabel))

@@ -21,9 +21,11 @@ from perfgate.result import RunResult, write_text_atomic
 REPORT_TEMPLATE = "report.html.j2"
 
 
-def render_html(page: Page) -> str:
-    """The page as HTML (autoescaped: only the charts and highlighted snippets are markup)."""
-    return environment(html=True).get_template(REPORT_TEMPLATE).render(page=page)
+def render_html(page: Page, workers: int | None = None) -> str:
+    """The page as HTML (autoescaped: only the charts and highlighted snippets are markup), its
+    charts drawn by ``workers`` processes (default: one per available core)."""
+    html = environment(html=True).get_template(REPORT_TEMPLATE).render(page=page)
+    return page.charts.fill(html, workers)
 
 
 def write_report(

@@ -20,6 +20,7 @@ from markupsafe import Markup
 from perfgate.compare.gate import last_line
 from perfgate.report import charts
 from perfgate.report.anchors import anchor
+from perfgate.report.chart_batch import ChartBatch
 from perfgate.report.history import WorkloadHistory
 from perfgate.report.run_summary import format_bytes, format_flops, format_seconds
 from perfgate.result import RunResult, WorkloadResult
@@ -102,6 +103,8 @@ class WorkloadSection:
     verdict: str
     error: str | None
     facts: list[tuple[str, str]]
+    headline: Mapping[str, str] = field(default_factory=dict)
+    """Short cells for the summary table: step time, throughput and MFU."""
     comparisons: list[ComparisonRow] = field(default_factory=list)
     baseline_origin: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -129,6 +132,8 @@ class Page:
     environment_differences: list[str]
     verdict_notes: list[str]
     inputs: list[str]
+    charts: ChartBatch = field(default_factory=ChartBatch)
+    """The charts the page's placeholders stand for, drawn when the page is rendered."""
 
 
 def build_page(
@@ -148,6 +153,7 @@ def build_page(
     verdicts = {w["name"]: w for w in (verdict or {}).get("workloads", [])}
     advised = {w["name"]: w for w in (advice or {}).get("workloads", [])}
     workloads = [w for result in results for w in result.workloads]
+    batch = ChartBatch()
     sections = [
         _workload_section(
             workload,
@@ -157,6 +163,7 @@ def build_page(
             history_note,
             run_id=_run_of(results, workload),
             advice_given=advice is not None,
+            batch=batch,
         )
         for workload in workloads
     ]
@@ -171,6 +178,7 @@ def build_page(
         environment_differences=list((verdict or {}).get("environment_differences", [])),
         verdict_notes=list((verdict or {}).get("notes", [])),
         inputs=list(inputs),
+        charts=batch,
     )
 
 
@@ -215,8 +223,13 @@ def _verdict_sentence(
     if overall in ("regression", "improvement"):
         hits = worst(overall)
         if hits:
-            name, c = hits[0]
-            more = f", and {len(hits) - 1} more" if len(hits) > 1 else ""
+            # One metric of the worst workload: its step time when that moved (the rates move
+            # with it), else its largest change; the rest counted per workload.
+            name = hits[0][0]
+            mine = [c for n, c in hits if n == name]
+            c = next((c for c in mine if c["metric"] == "step_time_s"), mine[0])
+            others = len({n for n, _ in hits} - {name})
+            more = f"; {others} more workload{'s' if others > 1 else ''} too" if others else ""
             return (
                 f"{name}: {_label(c['metric'])} {_direction_words(c['ratio'])} "
                 f"(90 % interval {_interval(c)}), beyond its ±{c['threshold']:.0%} "
@@ -260,14 +273,15 @@ def _workload_section(
     *,
     run_id: str,
     advice_given: bool,
+    batch: ChartBatch,
 ) -> WorkloadSection:
     comparisons = [
         _comparison_row(workload.name, c) for c in (verdict or {}).get("comparisons", [])
     ]
     worst = _workload_verdict(workload, verdict)
-    distribution, caption = _distribution(workload, verdict)
-    histories, note = _histories(workload, history, verdict, run_id, history_note)
-    telemetry, telemetry_note = _telemetry(workload)
+    distribution, caption = _distribution(workload, verdict, batch)
+    histories, note = _histories(workload, history, verdict, run_id, history_note, batch)
+    telemetry, telemetry_note = _telemetry(workload, batch)
     advice_views, advice_note = _advice(workload.name, advice, advice_given)
     return WorkloadSection(
         name=workload.name,
@@ -276,6 +290,7 @@ def _workload_section(
         verdict=worst,
         error=workload.error,
         facts=_workload_facts(workload),
+        headline=_headline(workload),
         comparisons=comparisons,
         baseline_origin=(verdict or {}).get("baseline_origin"),
         notes=list((verdict or {}).get("notes", [])),
@@ -333,6 +348,23 @@ def _workload_facts(workload: WorkloadResult) -> list[tuple[str, str]]:
     return facts
 
 
+def _headline(workload: WorkloadResult) -> dict[str, str]:
+    s = workload.summary
+    if s is None or s.median_step_s is None:
+        return {"step": "—", "throughput": "—", "mfu": "—"}
+    if s.tokens_per_s:
+        throughput = f"{s.tokens_per_s:,.0f} tokens/s"
+    elif s.samples_per_s:
+        throughput = f"{s.samples_per_s:,.1f} samples/s"
+    else:
+        throughput = "—"
+    return {
+        "step": format_seconds(s.median_step_s),
+        "throughput": throughput,
+        "mfu": f"{s.mfu:.1%}" if s.mfu is not None else "—",
+    }
+
+
 def _comparison_row(workload: str, c: Mapping[str, Any]) -> ComparisonRow:
     metric = c["metric"]
     detectable = c.get("min_detectable")
@@ -362,7 +394,7 @@ def _comparison_row(workload: str, c: Mapping[str, Any]) -> ComparisonRow:
 
 
 def _distribution(
-    workload: WorkloadResult, verdict: Mapping[str, Any] | None
+    workload: WorkloadResult, verdict: Mapping[str, Any] | None, batch: ChartBatch
 ) -> tuple[Markup | None, str]:
     step = next(
         (c for c in (verdict or {}).get("comparisons", []) if c["metric"] == "step_time_s"), None
@@ -382,8 +414,7 @@ def _distribution(
         caption = "Step time of each repeat (no baseline to compare with)."
     else:
         return None, "No repeat finished."
-    svg = charts.distribution_svg(sides, xlabel="step time (ms)", element_id=element)
-    return Markup(svg), caption
+    return batch.add("distribution", sides, xlabel="step time (ms)", element_id=element), caption
 
 
 def _histories(
@@ -392,6 +423,7 @@ def _histories(
     verdict: Mapping[str, Any] | None,
     run_id: str,
     note: str,
+    batch: ChartBatch,
 ) -> tuple[list[tuple[str, Markup]], str]:
     if history is None or not history.runs:
         return [], note or "No stored history for this workload on this branch."
@@ -415,25 +447,28 @@ def _histories(
                 value=run.medians[metric] * scale,  # type: ignore[operator]
                 label=_point_label(run.commit, run.started_at, metric, run.medians[metric]),
                 in_baseline=run.in_baseline,
-                change_point=metric in run.change_point_metrics,
+                # Steps are found on step time; a rate steps with it.
+                change_point=bool(run.change_point_metrics),
                 is_head=run.run_id == run_id,
             )
             for run in history.runs
             if run.medians.get(metric) is not None
         ]
         band = bands.get(metric)
-        svg = charts.history_svg(
+        svg = batch.add(
+            "history",
             points,
             ylabel=f"{_label(metric)}{unit}",
             element_id=anchor("history", workload.name, metric),
             baseline_band=(band[0] * scale, band[1] * scale) if band else None,
         )
-        charts_out.append((_label(metric), Markup(svg)))
+        charts_out.append((_label(metric), svg))
     in_window = sum(run.in_baseline for run in history.runs)
     reason = f" The live baseline: {history.baseline_reason}." if history.baseline_reason else ""
+    runs = f"{len(history.runs)} stored run{'s' if len(history.runs) > 1 else ''}"
     summary = (
-        f"Last {len(history.runs)} stored runs on this branch, oldest first; {in_window} in the "
-        f"live baseline window (filled), change points dashed.{reason}"
+        f"Last {runs} on this branch, oldest first; {in_window} in the live baseline window "
+        f"(filled), change points dashed.{reason}"
     )
     return charts_out, summary
 
@@ -443,7 +478,7 @@ def _point_label(commit: str | None, started_at: str, metric: str, value: float 
     return f"{(commit or 'no commit')[:10]} · {started_at[:16].replace('T', ' ')} · {shown}"
 
 
-def _telemetry(workload: WorkloadResult) -> tuple[Markup | None, str]:
+def _telemetry(workload: WorkloadResult, batch: ChartBatch) -> tuple[Markup | None, str]:
     repeat = next(
         (r for r in workload.repeats if r.telemetry and r.telemetry.get("t")),
         None,
@@ -457,17 +492,12 @@ def _telemetry(workload: WorkloadResult) -> tuple[Markup | None, str]:
     series: list[charts.TelemetrySeries] = []
     gpu = telemetry.get("gpu") or {}
     host = telemetry.get("host") or {}
-    for source, key, name, unit, scale in (
-        (gpu, "util_percent", "GPU utilisation", "%", 1.0),
-        (gpu, "sm_clock_mhz", "SM clock", "MHz", 1.0),
-        (gpu, "power_w", "power", "W", 1.0),
-        (gpu, "mem_used_bytes", "GPU memory", "GiB", 2.0**-30),
-        (host, "process_cpu_percent", "process CPU", "%", 1.0),
-        (host, "children_cpu_percent", "DataLoader workers' CPU", "%", 1.0),
-        (host, "system_cpu_percent", "system CPU", "%", 1.0),
-        (host, "process_rss_bytes", "process memory", "MiB", 2.0**-20),
-    ):
-        values = source.get(key)
+    # A GPU run shows the GPU's story (what the issue's reader asks first: was it busy, clocked
+    # and fed); a CPU run shows the host's, with the DataLoader workers when there are any.
+    # Every panel is a matplotlib axes, the report's main rendering cost.
+    panels = _GPU_PANELS if gpu.get("util_percent") else _HOST_PANELS
+    for group, key, name, unit, scale in panels:
+        values = (gpu if group == "gpu" else host).get(key)
         if not values or all(v is None for v in values):
             continue
         if key == "children_cpu_percent" and not any(values):
@@ -483,7 +513,8 @@ def _telemetry(workload: WorkloadResult) -> tuple[Markup | None, str]:
     measured = None
     if "measure_start" in repeat.phases and "measure_end" in repeat.phases:
         measured = (repeat.phases["measure_start"] - start, repeat.phases["measure_end"] - start)
-    svg = charts.telemetry_svg(
+    svg = batch.add(
+        "telemetry",
         t_s,
         series,
         element_id=anchor("telemetry", workload.name),
@@ -495,7 +526,22 @@ def _telemetry(workload: WorkloadResult) -> tuple[Markup | None, str]:
         + (f"; throttled during {len(shaded)} period(s), shaded" if shaded else "")
         + "."
     )
-    return Markup(svg), note
+    return svg, note
+
+
+_GPU_PANELS = (
+    ("gpu", "util_percent", "GPU utilisation", "%", 1.0),
+    ("gpu", "sm_clock_mhz", "SM clock", "MHz", 1.0),
+    ("gpu", "power_w", "power", "W", 1.0),
+    ("gpu", "mem_used_bytes", "GPU memory", "GiB", 2.0**-30),
+    ("host", "children_cpu_percent", "DataLoader workers' CPU", "%", 1.0),
+)
+_HOST_PANELS = (
+    ("host", "process_cpu_percent", "process CPU", "%", 1.0),
+    ("host", "children_cpu_percent", "DataLoader workers' CPU", "%", 1.0),
+    ("host", "system_cpu_percent", "system CPU", "%", 1.0),
+    ("host", "process_rss_bytes", "process memory", "MiB", 2.0**-20),
+)
 
 
 def _throttled_spans(t_s: list[float], throttled: list[Any]) -> Iterable[tuple[float, float]]:
