@@ -6,7 +6,7 @@ without going back to the machine that measured it.
 
 Format history (``SCHEMA_VERSION``):
 
-- 1 (perfgate 0.1, 2026-11): first version.
+- 1 (perfgate 0.1, 2026-11): first version; ``source.subject`` (optional) added 2026-11-30.
 
 Readers call :func:`load_result`, which validates against ``schema/result-v1.json`` and refuses
 documents from a newer perfgate with a clear error, instead of misreading them.
@@ -161,6 +161,9 @@ class SourceInfo:
     pr_number: int | None = None
     trigger: Literal["pr", "nightly", "manual"] = "manual"
     ci: str | None = None
+    subject: str | None = None
+    """The commit's subject line, shown next to its hash in reports and the PR comment (it is
+    whatever its author wrote: every renderer escapes it)."""
 
 
 @dataclass(frozen=True, kw_only=True)

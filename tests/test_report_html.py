@@ -393,12 +393,36 @@ def html_between(html: str, start: str, end: str) -> str:
     return html[begin : html.index(end, begin)]
 
 
-def test_source_info_branch_reaches_the_page_escaped() -> None:
+MARKDOWN_INJECTION = "Fix [it](javascript:alert(1)) ![x](http://e/p.png) @everyone <b>#1</b> | x |"
+
+
+def test_source_info_branch_and_commit_subject_reach_the_page_escaped() -> None:
     base = h200_run()
-    head = dataclasses.replace(base, source=SourceInfo(branch=HOSTILE, commit="abc"))
-    html = render([head])
+    source = SourceInfo(branch=HOSTILE, commit="abc", subject=MARKDOWN_INJECTION)
+    html = render([dataclasses.replace(base, source=source)])
     assert_self_contained_and_inert(html)
-    assert f"branch: {HOSTILE}" in Page(html).joined()
+    text = Page(html).joined()
+    assert f"branch: {HOSTILE}" in text and f"subject: {MARKDOWN_INJECTION}" in text
+
+
+def test_a_hostile_commit_subject_is_inert_in_the_pr_comment() -> None:
+    from perfgate.report.compare_markdown import verdict_markdown
+
+    base = h200_run()
+    baseline = variant(base, run_id="base", seed=1)
+    head = variant(base, run_id="head", seed=2)
+    head = dataclasses.replace(
+        head, source=dataclasses.replace(head.source, subject=MARKDOWN_INJECTION)
+    )
+    verdict = compare_runs(head, from_result(baseline, "baseline.json"), seed=0)
+    assert verdict.head_subject == MARKDOWN_INJECTION
+    comment = verdict_markdown(verdict)
+    (line,) = [line for line in comment.splitlines() if "head run head at c0ffee00" in line]
+    # No link or image (brackets escaped), no HTML, no mention, no issue reference.
+    assert "\\[it\\](javascript:alert(1))" in line and "!\\[x\\](" in line
+    assert "<b>" not in line and "&lt;b&gt;" in line
+    assert "@everyone" not in line and "@\u200deveryone" in line
+    assert "#1" not in line
 
 
 def test_charts_drawn_in_worker_processes_give_the_same_bytes(

@@ -33,6 +33,7 @@ def test_local_git_checkout(tmp_path: Path) -> None:
     source = collect_source(repo, {})
     assert source.commit == git(repo, "rev-parse", "HEAD")
     assert source.branch == "feature/x"
+    assert source.subject == "first"
     assert source.dirty is False
     assert source.repository == "https://example.com/team/model.git"  # credentials never kept
     assert (source.trigger, source.pr_number, source.ci) == ("manual", None, None)

@@ -53,6 +53,9 @@ class CompareVerdict:
     head measured alternately in this job (``--ab``, or ``--confirm`` re-running an alert)."""
     notes: list[str] = field(default_factory=list)
     """Run-level explanations (what was confirmed, calibration hints), one sentence each."""
+    head_commit: str | None = None
+    head_subject: str | None = None
+    """The head's commit and its subject line, for the reader of the comment and report."""
 
     def exit_code(self, inconclusive: InconclusivePolicy = "exit4") -> ExitCode:
         """The documented exit code; ``inconclusive`` chooses how CI treats that verdict."""
@@ -101,6 +104,8 @@ def compare_runs(
     return CompareVerdict(
         overall=overall_verdict(corrected),
         head_run_id=head.run_id,
+        head_commit=head.source.commit,
+        head_subject=head.source.subject,
         workloads=corrected,
         environment_differences=differences,
         method=method,

@@ -390,7 +390,16 @@ def _header(verdict: CompareVerdict, policy: InconclusivePolicy) -> dict[str, st
         "policy": escape_text(policy),
         "method": _METHODS.get(verdict.method, escape_text(verdict.method)),
         "head_run": escape_text(verdict.head_run_id, limit=64),
+        "head_commit": _commit_text(verdict.head_commit, verdict.head_subject),
     }
+
+
+def _commit_text(commit: str | None, subject: str | None) -> str:
+    """`` at abc1234 "subject"`` (escaped; the subject is whatever the commit's author wrote)."""
+    if not commit:
+        return ""
+    shown = f" at {escape_text(commit[:12], limit=12)}"
+    return shown + (f" ({escape_text(subject, limit=120)})" if subject else "")
 
 
 def _reason_sentence(verdict: CompareVerdict) -> str:

@@ -626,6 +626,7 @@ def _run_facts(results: Sequence[RunResult]) -> list[tuple[str, str]]:
         ("device", head.device),
         ("branch", source.branch or "—"),
         ("commit", (source.commit or "—") + (" (dirty)" if source.dirty else "")),
+        ("subject", source.subject or "—"),
         ("started", head.started_at),
         ("repeats × steps", f"{head.settings.repeats} × {head.settings.steps}"),
     ]

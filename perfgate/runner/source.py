@@ -34,6 +34,7 @@ def collect_source(cwd: Path, env: Mapping[str, str], trigger: str | None = None
         pr_number=int(pr_match.group(1)) if pr_match else None,
         trigger=trigger or _TRIGGERS.get(env.get("GITHUB_EVENT_NAME", ""), "manual"),  # type: ignore[arg-type]
         ci="github-actions" if on_actions else ("ci" if env.get("CI") else None),
+        subject=_git(cwd, "log", "-1", "--format=%s"),
     )
 
 
