@@ -247,6 +247,24 @@ def _ingest(files: list[Path], config_path: Path | None) -> list[str]:
     ]
 
 
+@app.command()
+def merge(
+    shards: list[Path] = typer.Argument(..., help="result documents of perfgate run --shard i/n"),
+    out: Path = typer.Option(..., "--out", "-o", help="where to write the merged run"),
+) -> None:
+    """Merge the shard documents of one run into one result document (for compare and store)."""
+
+    def action() -> str:
+        from perfgate.merge import merge_shards
+        from perfgate.result import load_result, write_result
+
+        merged = merge_shards([load_result(path) for path in shards])
+        write_result(out, merged)
+        return f"merged {len(shards)} shards ({len(merged.workloads)} workloads): {out}"
+
+    console.print(guarded(action), highlight=False)
+
+
 db_app = typer.Typer(
     no_args_is_help=True, help="The database: schema upgrades and pruning of old raw samples."
 )

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from perfgate.compare.gate import CompareVerdict, InconclusivePolicy
 from perfgate.config import Config
+from perfgate.errors import PerfgateError
 from perfgate.result import RunResult
 from perfgate.runner.plan import Selection
 
@@ -113,13 +114,23 @@ def compare(
             if head is None:
                 raise _usage("no head result document given", "pass HEAD.json, or use --ab")
             head_run = load_result(head)
-            verdict = _judge(head_run, baseline, baseline_dir, branch, allow_env_drift, settings)
+            trusted_ref = base_ref or (_default_base_ref() if confirm else None)
+            if trusted_ref is None:
+                verdict = _judge(
+                    head_run, baseline, baseline_dir, branch, allow_env_drift, settings
+                )
+            else:
+                verdict, policy = _judge_trusted(
+                    head_run, baseline, baseline_dir, branch, allow_env_drift, settings,
+                    trusted_ref, inconclusive,
+                )  # fmt: skip
             if confirm:
+                assert trusted_ref is not None
                 verdict = _confirm(
                     verdict,
                     head_run,
                     settings,
-                    base_ref or _default_base_ref(),
+                    trusted_ref,
                     device or settings.device,
                     ab_rounds,
                     ab_budget,
@@ -134,7 +145,14 @@ def compare(
             written.append(_write_html(html, verdict, policy, head_run, advice, branch, settings))
         return verdict_table(verdict), int(verdict.exit_code(policy)), written
 
-    table, code, written = guarded(action)
+    def action_or_error_comment() -> tuple[Table, int, list[str]]:
+        try:
+            return action()
+        except PerfgateError as error:
+            _write_error_comment(error, markdown)
+            raise
+
+    table, code, written = guarded(action_or_error_comment)
     console.print(table)
     for note in notes:
         console.print(note, highlight=False, markup=False)
@@ -232,6 +250,21 @@ def _write_outputs(
     return written
 
 
+def _write_error_comment(error: PerfgateError, markdown_out: Path | None) -> None:
+    """When nothing could be judged, the comment and job summary say so (an error is never
+    left looking like the last run's verdict, nor like a regression)."""
+    from perfgate.report.compare_markdown import (
+        append_step_summary,
+        error_markdown,
+        write_markdown,
+    )
+
+    text = error_markdown(error)
+    if markdown_out is not None:
+        write_markdown(markdown_out, text)
+    append_step_summary(text)
+
+
 def _advice_lines(path: Path | None) -> list[AdviceLine]:
     """The top advice of a ``perfgate advise --json`` file; a bad file is a usage error."""
     if path is None:
@@ -313,6 +346,30 @@ def _usage(problem: str, fix: str) -> Exception:
     from perfgate.errors import UsageError
 
     return UsageError(problem, fix)
+
+
+def _judge_trusted(
+    head: RunResult,
+    baseline_path: Path | None,
+    baseline_dir: Path | None,
+    branch: str,
+    allow_env_drift: bool,
+    settings: Config,
+    base_ref: str,
+    inconclusive: str | None,
+) -> tuple[CompareVerdict, InconclusivePolicy]:
+    """The verdict with the base ref's thresholds, policy and ``baselines/``: what the pull
+    request under test cannot have edited (``perfgate.compare.trusted``)."""
+    from dataclasses import replace
+
+    from perfgate.compare.trusted import trusted_inputs
+
+    with trusted_inputs(settings, base_ref, baseline_dir) as trusted:
+        verdict = _judge(
+            head, baseline_path, trusted.baseline_dir, branch, allow_env_drift, trusted.config
+        )
+        policy = _policy(inconclusive or trusted.config.inconclusive)
+    return replace(verdict, notes=[*verdict.notes, trusted.note]), policy
 
 
 def _judge(

@@ -60,7 +60,7 @@ def verdict_of(path: Path) -> tuple[dict, dict]:  # type: ignore[type-arg]
 
 
 def test_ab_between_commits_catches_the_costlier_head(ab_repo: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
-    commit_passes(ab_repo, 2, "head: two extra passes per step")
+    commit_passes(ab_repo, 6, "head: six extra passes per step")
     verdict = ab_repo / "verdict.json"
     completed = perfgate_cli(
         "compare",

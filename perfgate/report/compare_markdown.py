@@ -52,7 +52,7 @@ from perfgate.compare.gate import (
     InconclusivePolicy,
     WorkloadVerdict,
 )
-from perfgate.errors import InfrastructureError, UsageError
+from perfgate.errors import ExitCode, InfrastructureError, PerfgateError, UsageError
 from perfgate.report.anchors import anchor
 from perfgate.report.run_summary import format_bytes, format_seconds
 from perfgate.report.templating import environment
@@ -75,6 +75,7 @@ _REFERENCE = re.compile(r"#(?=[0-9])")
 _ORDERED_MARKER = re.compile(r"^(\d+)([.)])")
 
 TEMPLATE = "pr_comment.md.j2"
+ERROR_TEMPLATE = "pr_error.md.j2"
 """The layout, in perfgate's ``templates/`` folder."""
 ADVICE_LIMIT = 3
 """How many pieces of advice the comment shows by default (:func:`top_advice`)."""
@@ -233,6 +234,23 @@ def verdict_markdown(
         rows,
         report={"report_url": report_url, "report_text": report_text},
         max_chars=max_chars,
+    )
+
+
+def error_markdown(error: PerfgateError) -> str:
+    """The comment when nothing could be judged: what went wrong and its fix, escaped, and the
+    exit code that says infrastructure or usage, never regression."""
+    kind = "Usage error" if error.exit_code == ExitCode.USAGE else "Infrastructure error"
+    return (
+        environment(html=False)
+        .get_template(ERROR_TEMPLATE)
+        .render(
+            kind=kind,
+            problem=escape_text(error.problem),
+            fix=escape_text(error.fix) if error.fix else "",
+            exit_code=int(error.exit_code),
+            exit_name=error.exit_code.name.lower(),
+        )
     )
 
 

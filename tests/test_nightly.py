@@ -1,0 +1,96 @@
+"""The nightly job (``scripts/nightly.sh``): shards merged, stored, baselines refreshed, the
+canary caught, snapshots exported; and a canary that is not caught fails the job loudly.
+
+That a refresh moves a baseline after a real step and never after a single spike is proven on
+synthetic histories in ``tests/test_baseline.py`` (SQLite and PostgreSQL); here the whole job
+runs for real on the scratch project of ``tests/test_pr_gate.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NIGHTLY = ROOT / "scripts" / "nightly.sh"
+FIXTURE = ROOT / "tests" / "fixtures" / "gate_project"
+
+
+def environment(**extra: str) -> dict[str, str]:
+    env = {**os.environ, "COLUMNS": "200"}
+    for name in ("PERFGATE_DATABASE_URL", "GITHUB_STEP_SUMMARY"):
+        env.pop(name, None)
+    return {**env, **extra}
+
+
+def test_a_canary_the_gate_misses_fails_the_job_before_anything_is_exported(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "perfgate"
+    # A perfgate whose compare says "pass" to everything: the nightly must not believe it.
+    fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {log}\nexit 0\n')
+    fake.chmod(0o755)
+    completed = subprocess.run(
+        ["bash", str(NIGHTLY), "shard-1.json", "shard-2.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=environment(PERFGATE_CMD=str(fake), PERFGATE_CANARY="25%"),
+    )
+    assert completed.returncode == 1
+    assert "the canary (head slowed by 25%) was NOT caught" in completed.stderr
+    assert "exited 0, not 1" in completed.stderr
+    calls = [line.split()[0:2] for line in log.read_text().splitlines()]
+    assert calls == [["merge", "shard-1.json"], ["ingest", "perfgate-nightly/nightly.json"],
+                     ["baseline", "refresh"], ["compare", "--ab"]]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_nightly_job_on_real_shards(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURE, repo)
+    git = ["git", "-c", "user.name=ci", "-c", "user.email=ci@example.com"]
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "x"]):
+        subprocess.run([*git, *args], cwd=repo, check=True)
+    perfgate = [sys.executable, "-m", "perfgate"]
+    quick = ["--suite", "nightly", "--device", "cpu", "--repeats", "3"]
+
+    def run(*args: str) -> None:
+        done = subprocess.run(
+            [*perfgate, *args], cwd=repo, capture_output=True, text=True, env=environment()
+        )
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+    for _ in range(2):  # earlier nights, already stored
+        run("run", *quick)
+    for shard in (1, 2):  # tonight, in two shards (one workload each)
+        run("run", *quick, "--shard", f"{shard}/2", "--no-store", "--out", f"shard-{shard}.json")
+    completed = subprocess.run(
+        ["bash", str(NIGHTLY), "shard-1.json", "shard-2.json"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=environment(
+            PERFGATE_CMD=" ".join(perfgate),
+            PERFGATE_CANARY="25%",
+            PERFGATE_CANARY_SUITE="pr",
+            PERFGATE_DEVICE="cpu",
+        ),
+    )
+    print(completed.stdout[-4000:], completed.stderr[-2000:])
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    assert "the canary (25% slower) was caught" in completed.stdout
+    merged = json.loads((repo / "perfgate-nightly" / "nightly.json").read_text())
+    assert sorted(w["name"] for w in merged["workloads"]) == ["mlp", "sleepy"]
+    canary = json.loads((repo / "perfgate-nightly" / "canary.json").read_text())
+    assert canary["overall"] == "regression" and canary["method"] == "interleaved"
+    snapshots = sorted((repo / "baselines").rglob("*.json"))
+    assert len(snapshots) == 2  # one live baseline per workload, three nights each
