@@ -263,7 +263,7 @@ def verified_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, An
     command = [
         sys.executable, "-m", "perfgate", "advise", "-w", "datapipe", "-w", "mlp",
         "--knob", "mlp.optimizer=fused", "--device", "cpu", "--threads", "1", "--verify",
-        "--rounds", "6", "--steps", "8", "--warmup", "2", "--json", str(out),
+        "--rounds", "4", "--steps", "8", "--warmup", "2", "--json", str(out),
         "--rule", "dataloader-starvation", "--rule", "compile-elementwise-fusion",
     ]  # fmt: skip
     environment = {**os.environ, "COLUMNS": "200"}
@@ -314,7 +314,7 @@ def test_more_dataloader_workers_are_proven_faster(
     print(f"datapipe {proof['knobs']}: {proof['reason']}; others used {others:.1f} cores")
     # The rule's formula: one more worker, else twice as many, up to the cores available.
     assert proof["knobs"] == {"num_workers": max(1, min(2, cpu_cores_available()))}
-    assert proof["rounds"] == 6
+    assert proof["rounds"] == 4
     assert proof["loss_parity"] is True  # more workers, same batches, same maths
     low, high = proof["speedup_ci"]
     assert low <= proof["speedup"] <= high

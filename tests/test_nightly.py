@@ -8,14 +8,19 @@ runs for real on the scratch project of ``tests/test_pr_gate.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
+
+from perfgate.merge import merge_shards
+from perfgate.result import load_result, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 NIGHTLY = ROOT / "scripts" / "nightly.sh"
@@ -60,7 +65,7 @@ def test_the_nightly_job_on_real_shards(tmp_path: Path) -> None:
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "x"]):
         subprocess.run([*git, *args], cwd=repo, check=True)
     perfgate = [sys.executable, "-m", "perfgate"]
-    quick = ["--suite", "nightly", "--device", "cpu", "--repeats", "3"]
+    quick = ["--suite", "nightly", "--device", "cpu", "--repeats", "3", "--steps", "4"]
 
     def run(*args: str) -> None:
         done = subprocess.run(
@@ -68,10 +73,20 @@ def test_the_nightly_job_on_real_shards(tmp_path: Path) -> None:
         )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
-    for _ in range(2):  # earlier nights, already stored
-        run("run", *quick)
     for shard in (1, 2):  # tonight, in two shards (one workload each)
         run("run", *quick, "--shard", f"{shard}/2", "--no-store", "--out", f"shard-{shard}.json")
+    # Two earlier nights, already stored: tonight's numbers under earlier run ids and dates
+    # (the refresh needs three runs of history; measuring them again would only cost minutes).
+    tonight = merge_shards([load_result(repo / f"shard-{i}.json") for i in (1, 2)])
+    for night in (1, 2):
+        earlier = dataclasses.replace(
+            tonight,
+            run_id=str(uuid.UUID(int=night)),
+            started_at=f"2026-11-2{night}T03:17:00+00:00",
+            finished_at=f"2026-11-2{night}T03:47:00+00:00",
+        )
+        write_result(repo / f"night-{night}.json", earlier)
+        run("ingest", f"night-{night}.json")
     completed = subprocess.run(
         ["bash", str(NIGHTLY), "shard-1.json", "shard-2.json"],
         cwd=repo,
@@ -92,5 +107,13 @@ def test_the_nightly_job_on_real_shards(tmp_path: Path) -> None:
     assert sorted(w["name"] for w in merged["workloads"]) == ["mlp", "sleepy"]
     canary = json.loads((repo / "perfgate-nightly" / "canary.json").read_text())
     assert canary["overall"] == "regression" and canary["method"] == "interleaved"
+    (step,) = [c for c in canary["workloads"][0]["comparisons"] if c["metric"] == "step_time_s"]
+    assert 1.15 < step["ratio"] < 1.4  # the head side, and only it, was slowed by 25 %
+    (sides,) = (repo / ".perfgate" / "ab").iterdir()
+    slowed = {
+        side: json.loads((sides / f"{side}.json").read_text())["settings"]["inject_slowdown"]
+        for side in ("base", "head")
+    }
+    assert slowed == {"base": None, "head": 0.25}
     snapshots = sorted((repo / "baselines").rglob("*.json"))
     assert len(snapshots) == 2  # one live baseline per workload, three nights each

@@ -74,7 +74,7 @@ def test_the_password_never_leaves_the_secret(secret_url: str, tmp_path: Path) -
         printed.append(completed.stdout + completed.stderr)
         assert completed.returncode in expect, completed.stdout + completed.stderr
 
-    quick = ("--device", "cpu", "--repeats", "3", "--steps", "4", "--warmup", "1")
+    quick = ("--device", "cpu", "--repeats", "2", "--steps", "4", "--warmup", "1")
     perfgate("db", "upgrade")
     for name in ("a", "b", "c"):
         perfgate("run", *quick, "--out", f"{name}.json")

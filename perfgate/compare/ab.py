@@ -77,7 +77,13 @@ def compare_refs(
     """``compare --ab``: both refs checked out and measured interleaved, then judged."""
     repo = repository_root(config.root)
     with checked_out(repo, [base_ref, head_ref]) as (base, head):
-        sides = [_side(config, repo, base, "base"), _side(config, repo, head, "head")]
+        sides = [
+            _side(config, repo, base, "base"),
+            # --inject-slowdown slows the head side only: the canary of the nightly job.
+            replace(
+                _side(config, repo, head, "head"), inject_slowdown=selection.inject_slowdown
+            ),
+        ]
         base_run, head_run = measure_sides(
             sides, selection, device=device, rounds=rounds, budget_s=budget_s, observer=observer
         )
