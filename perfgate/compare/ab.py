@@ -80,9 +80,7 @@ def compare_refs(
         sides = [
             _side(config, repo, base, "base"),
             # --inject-slowdown slows the head side only: the canary of the nightly job.
-            replace(
-                _side(config, repo, head, "head"), inject_slowdown=selection.inject_slowdown
-            ),
+            replace(_side(config, repo, head, "head"), inject_slowdown=selection.inject_slowdown),
         ]
         base_run, head_run = measure_sides(
             sides, selection, device=device, rounds=rounds, budget_s=budget_s, observer=observer
