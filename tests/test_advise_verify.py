@@ -263,7 +263,7 @@ def verified_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, An
     command = [
         sys.executable, "-m", "perfgate", "advise", "-w", "datapipe", "-w", "mlp",
         "--knob", "mlp.optimizer=fused", "--device", "cpu", "--threads", "1", "--verify",
-        "--rounds", "4", "--steps", "8", "--warmup", "2", "--json", str(out),
+        "--rounds", "6", "--steps", "8", "--warmup", "2", "--json", str(out),
         "--rule", "dataloader-starvation", "--rule", "compile-elementwise-fusion",
     ]  # fmt: skip
     environment = {**os.environ, "COLUMNS": "200"}
@@ -314,17 +314,16 @@ def test_more_dataloader_workers_are_proven_faster(
     print(f"datapipe {proof['knobs']}: {proof['reason']}; others used {others:.1f} cores")
     # The rule's formula: one more worker, else twice as many, up to the cores available.
     assert proof["knobs"] == {"num_workers": max(1, min(2, cpu_cores_available()))}
-    assert proof["rounds"] == 4
+    assert proof["rounds"] == 6
     assert proof["loss_parity"] is True  # more workers, same batches, same maths
     low, high = proof["speedup_ci"]
     assert low <= proof["speedup"] <= high
     # More workers are faster here in every measurement so far (1.01-1.20×), but whether the
     # interval clears the ±2 % band depends on the second core being free: on a busy box the
-    # advice stays unverified rather than being refuted.
-    assert proof["speedup"] > 1, (proof, others)
+    # advice stays unverified, and its point estimate means little; it is never refuted.
     assert proof["outcome"] in ("verified", "inconclusive"), (proof, others)
     if proof["outcome"] == "verified":
-        assert proof["status"] == "verified" and low > 1
+        assert proof["status"] == "verified" and low > 1 and proof["speedup"] > 1
 
 
 @pytest.mark.slow
@@ -340,8 +339,9 @@ def test_compile_on_a_millisecond_mlp_step_is_refuted(
     assert proof["knobs"] == {"compile": True}
     low, high = proof["speedup_ci"]
     assert low <= proof["speedup"] <= high
-    # Slower in every measurement (0.85-0.94×); refuted when the interval clears the band.
-    assert proof["speedup"] < 1, (proof, others)
+    # Slower in most measurements (0.85-0.94×); refuted when the interval clears the band. Once,
+    # at 4 rounds on a busy CI box, it read 1.06× with an interval of 0.66-1.31: inconclusive, and
+    # then its point estimate is no claim. Never verified.
     assert proof["outcome"] in ("refuted", "inconclusive"), (proof, others)
     if proof["outcome"] == "refuted":
         assert proof["status"] == "refuted"
