@@ -33,7 +33,6 @@ import html
 import math
 import os
 import re
-import tempfile
 import unicodedata
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -54,8 +53,9 @@ from perfgate.compare.gate import (
 )
 from perfgate.errors import ExitCode, InfrastructureError, PerfgateError, UsageError
 from perfgate.report.anchors import anchor
-from perfgate.report.run_summary import format_bytes, format_seconds
+from perfgate.report.run_summary import format_value
 from perfgate.report.templating import environment
+from perfgate.result import write_text_atomic
 from perfgate.stats.compare import MetricComparison
 
 PR_COMMENT_LIMIT = 65_000
@@ -277,28 +277,9 @@ def append_step_summary(markdown: str, environ: Mapping[str, str] | None = None)
 
 
 def write_markdown(path: Path, markdown: str) -> None:
-    """Write ``markdown`` via a temporary file in the same folder, fsync, then rename.
-
-    A later CI step posting the file as a comment never reads half a verdict: it sees either the
-    old file or the new one. (:func:`perfgate.result.write_json_atomic` does the same for JSON.)
-    """
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise UsageError(
-            f"cannot write {path}: {exc.strerror or exc}", "choose a writable --markdown path"
-        ) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(markdown)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    """Write ``markdown`` atomically: a later CI step posting the file as a comment never reads
+    half a verdict (:func:`perfgate.result.write_text_atomic`)."""
+    write_text_atomic(path, markdown, option="--markdown")
 
 
 _Row: TypeAlias = "str | Mapping[str, str]"
@@ -569,8 +550,8 @@ def _metric_row(workload: WorkloadVerdict, c: MetricComparison) -> dict[str, str
     return {
         "workload": escape_cell(workload.name),
         "metric": escape_cell(c.metric),
-        "baseline": _value(c.metric, c.baseline_median),
-        "head": _value(c.metric, c.head_median),
+        "baseline": format_value(c.metric, c.baseline_median),
+        "head": format_value(c.metric, c.head_median),
         "change": f"{_percent(c.ratio)} ({_signed(c.ci_low)} … {_signed(c.ci_high)})",
         "threshold": f"±{c.threshold * 100:.3g} %",
         "detectable": "never"
@@ -578,17 +559,6 @@ def _metric_row(workload: WorkloadVerdict, c: MetricComparison) -> dict[str, str
         else f"{c.min_detectable * 100:.1f} %",
         "verdict": c.verdict.replace("_", " "),
     }
-
-
-def _value(metric: str, value: float) -> str:
-    """A median in the metric's unit, as the terminal table's readers know it."""
-    if metric == "step_time_s":
-        return format_seconds(value)
-    if metric == "peak_memory_bytes":
-        return format_bytes(round(value))
-    if metric == "mfu":
-        return f"{value:.1%}"
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
 def _percent(ratio: float) -> str:

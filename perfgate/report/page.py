@@ -22,7 +22,12 @@ from perfgate.report import charts
 from perfgate.report.anchors import anchor
 from perfgate.report.chart_batch import ChartBatch
 from perfgate.report.history import WorkloadHistory
-from perfgate.report.run_summary import format_bytes, format_flops, format_seconds
+from perfgate.report.run_summary import (
+    format_bytes,
+    format_flops,
+    format_seconds,
+    format_value,
+)
 from perfgate.result import RunResult, WorkloadResult
 
 VERDICT_WORDS = {
@@ -659,17 +664,6 @@ def _run_of(results: Sequence[RunResult], workload: WorkloadResult) -> str:
 
 
 # --- formatting --------------------------------------------------------------------------------
-
-
-def format_value(metric: str, value: float) -> str:
-    """A value in the metric's unit, as the terminal table shows it."""
-    if metric == "step_time_s":
-        return format_seconds(value)
-    if metric == "peak_memory_bytes":
-        return format_bytes(round(value))
-    if metric == "mfu":
-        return f"{value:.1%}"
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
 def signed_percent(ratio: float) -> str:

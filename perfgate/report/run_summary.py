@@ -108,3 +108,14 @@ def failure_lines(result: RunResult) -> list[str]:
         detail = text[-1] if workload.status == "error" else text[0]
         lines.append(f"{workload.name}: {workload.status} — {detail}")
     return lines
+
+
+def format_value(metric: str, value: float) -> str:
+    """A metric's value in its unit, as the terminal table's readers know it."""
+    if metric == "step_time_s":
+        return format_seconds(value)
+    if metric == "peak_memory_bytes":
+        return format_bytes(round(value))
+    if metric == "mfu":
+        return f"{value:.1%}"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
