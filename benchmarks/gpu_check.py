@@ -41,6 +41,26 @@ def check_workload(result: RunResult, workload: WorkloadResult) -> list[str]:
         problems.append(f"MFU {summary.mfu} not in (0, 1) against peak {peak.tflops}")
     if workload.knobs.get("precision") == "bf16" and workload.compute_dtype != "bf16":
         problems.append(f"precision=bf16 but compute dtype {workload.compute_dtype}")
+    return problems + check_distributed(result, workload)
+
+
+def check_distributed(result: RunResult, workload: WorkloadResult) -> list[str]:
+    """A ddp run: one sample set per rank, NCCL, and (on 2+ ranks) the communication window."""
+    summary = workload.summary
+    if summary is None or summary.world_size is None:
+        return []
+    problems = []
+    ranks = result.settings.nproc_per_node
+    if summary.world_size != ranks:
+        problems.append(f"world size {summary.world_size}, asked for {ranks} ranks")
+    backend = workload.setup_info.get("distributed", {}).get("backend")
+    if backend != "nccl":
+        problems.append(f"backend {backend} on GPUs, not nccl")
+    for repeat in workload.repeats:
+        if len(repeat.ranks or []) != ranks:
+            problems.append(f"repeat {repeat.index} has {len(repeat.ranks or [])} rank samples")
+    if ranks > 1 and summary.communication_share is None:
+        problems.append("no NCCL communication seen in the profiled window")
     return problems
 
 
@@ -63,6 +83,13 @@ def describe(workload: WorkloadResult) -> str:
         f"{tflops} TFLOP/s, MFU {mfu}, util {mean('util_percent')} %, "
         f"SM {mean('sm_clock_mhz')} MHz, {mean('power_w')} W, "
         f"throttled {gpu.get('throttled_fraction')}, dataloader wait {s.dataloader_wait_share}"
+        + (
+            f", {s.world_size} ranks: spread {s.rank_spread}, communication "
+            f"{s.communication_share} (exposed {s.communication_exposed_share}, overlap "
+            f"{s.communication_overlap}), imbalance {s.rank_imbalance}"
+            if s.world_size
+            else ""
+        )
     )
 
 

@@ -4,7 +4,8 @@
 #   MFU against the vendor peak (H100/H200: bf16 989.4 TFLOP/s) · the bf16 and fp16 knobs ·
 #   channels_last · DataLoader workers with pinned memory · no database code on --no-store ·
 #   the advisor on the planted inefficient variants of gpt and resnet (which rules fire on CUDA) ·
-#   --verify of the bf16-autocast advice by an interleaved A/B re-run.
+#   --verify of the bf16-autocast advice by an interleaved A/B re-run · the ddp workload under
+#   torchrun with NCCL (one rank per GPU; on a single GPU one rank, and it says so).
 # Prepare here: bash benchmarks/gpu_wheels.sh; then through the device tool:
 #   run(command="set -o pipefail; bash benchmarks/gpu_check.sh 2>&1 | tee $OUT/gpu_check.log",
 #       carry=[".whl"], timeout_s=540)
@@ -36,6 +37,20 @@ python3 -m perfgate run --device cuda -w mlp@full --repeats 2 --steps 15 --warmu
   --knob precision=fp16 --knob optimizer=fused --no-store --out "$out/gpu-fp16.json" || status=1
 python3 -m perfgate run --device cuda -w datapipe@full --repeats 2 --steps 15 --warmup 5 \
   --knob num_workers=4 --knob pin_memory=true --no-store --out "$out/gpu-datapipe.json" || status=1
+
+echo "== distributed: the ddp workload under torchrun, NCCL, one rank per GPU"
+gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
+if [ "${gpus:-0}" -gt 1 ]; then
+  echo "$gpus GPUs: ddp@full (GPT-2 small, bf16) on $gpus ranks over NCCL"
+  python3 -m perfgate run --device cuda -w ddp@full --nproc-per-node "$gpus" --repeats 2 \
+    --steps 15 --warmup 5 --knob precision=bf16 --no-store --out "$out/gpu-ddp.json" || status=1
+else
+  # NCCL refuses two ranks on one GPU, so one GPU cannot show multi-rank communication; one
+  # NCCL rank still exercises torchrun, the process group on CUDA and the rank merge.
+  echo "one GPU: NCCL needs a GPU per rank, so no multi-rank NCCL run; ddp@full on 1 rank"
+  python3 -m perfgate run --device cuda -w ddp@full --nproc-per-node 1 --repeats 2 \
+    --steps 15 --warmup 5 --knob precision=bf16 --no-store --out "$out/gpu-ddp.json" || status=1
+fi
 
 echo "== perfgate advise on the planted inefficient variants (perfgate/advise/variants.py)"
 read -r -a variant_knobs <<< "$(python3 benchmarks/gpu_check.py --knobs gpt resnet)"

@@ -7,10 +7,12 @@ trace into one JSON document in ``tests/data/advise/evidence/``:
 
 1. The trace is parsed by perfgate's own ``evidence_from_trace`` (the code ``perfgate advise``
    runs on a fresh profile), so a document is exactly what perfgate would see.
-2. Facts a trace cannot record directly (autocast, TF32 switches, memory format, compile) are
-   *inferred* from what the trace does record, by the functions below, each with its reason in
-   ``_inferred``: fp32 inputs to every matmul mean no autocast, ``…sgemm…`` kernels mean no TF32,
-   ``nchwToNhwc`` kernels mean an NCHW model, and so on.
+2. Facts a trace cannot record directly (autocast, TF32 switches, memory format, compile, the
+   process group) are *inferred* from what the trace does record, by the functions below, each
+   with its reason in ``_inferred``: fp32 inputs to every matmul mean no autocast, ``…sgemm…``
+   kernels mean no TF32, ``nchwToNhwc`` kernels mean an NCHW model, the header's
+   ``distributedInfo`` gives the world size and backend, and so on. The data-parallel wrapper is
+   not inferred: no trace tells it apart reliably, so the rules that need it stay silent.
 3. Facts no trace records at all (``cudnn.benchmark``; autocast in a bf16-weights model) are
    *assumed*, in ``_assumed`` with the reason; an assumption is always the one under which the
    rule in question could fire, so a rule that stays silent does so on recorded evidence.
@@ -37,6 +39,7 @@ from typing import Any
 
 from perfgate.advise.catalogue import Evidence
 from perfgate.advise.evidence import evidence_from_trace
+from perfgate.advise.facts import device_backend
 from perfgate.advise.trace_evidence import load_trace, trace_evidence
 
 REPO = Path(__file__).resolve().parent.parent
@@ -115,6 +118,14 @@ RECORDINGS: tuple[Recording, ...] = (
         trace="b200-vllm-eager",
         what="vLLM serving on a B200 in eager mode (some compiled regions, nvjet GEMMs)",
         assumed={"autocast_enabled": (False, _AUTOCAST_WHY)},
+    ),
+    Recording(
+        trace="a100-train-nccl",
+        what="rank 0 of a 2-rank NCCL DistributedDataParallel training job on A100s: fp32 "
+        "(TF32) convolution net with cuDNN and SGD, all-reduces partly behind the backward",
+        assumed={
+            "cudnn_benchmark": (False, "not recorded in a trace; PyTorch's default"),
+        },
     ),
     Recording(
         trace="mi300-resnet-train-checkpointing",
@@ -222,6 +233,7 @@ def infer_facts(
         facts["compiled"] = False
         why["compiled"] = f"no compiled region among the trace's {len(ops)} ops"
     facts.update(_memory(trace, why))
+    facts.update(_process_group(trace, why))
     if recording.batch_from is not None:
         op, position = recording.batch_from
         first = next(e for e in sorted(ops, key=lambda e: e["ts"]) if e.get("name") == op)
@@ -254,6 +266,24 @@ def _memory(trace: dict[str, Any], why: dict[str, str]) -> dict[str, float]:
         "memory_total_bytes": float(total),
         "memory_headroom_fraction": max(0.0, 1.0 - peak / total),
     }
+
+
+def _process_group(trace: dict[str, Any], why: dict[str, str]) -> dict[str, Any]:
+    """World size and backend from the header's ``distributedInfo`` (Kineto writes the default
+    process group's there when one is initialised); a header without them gives neither."""
+    info = trace.get("distributedInfo")
+    if not isinstance(info, dict):
+        return {}
+    facts: dict[str, Any] = {}
+    size = info.get("world_size")
+    if isinstance(size, int) and not isinstance(size, bool) and size >= 1:
+        facts["world_size"] = float(size)
+        why["world_size"] = f"distributedInfo in the trace header: world_size {size}"
+    backend = info.get("backend")
+    if isinstance(backend, str) and backend:
+        facts["dist_backend"] = device_backend(backend, "cuda")  # a GPU trace: the CUDA one
+        why["dist_backend"] = f"distributedInfo in the trace header: backend {backend!r}"
+    return facts
 
 
 def document_path(recording: Recording, out: Path = OUT) -> Path:

@@ -4,8 +4,8 @@ The public surface is deliberately small: the workload protocol a team implement
 its own training code, and the version. Everything else is reached through the ``perfgate`` CLI.
 """
 
-from perfgate.workloads.protocol import TrainingSetup, WorkloadContext
+from perfgate.workloads.protocol import DistributedContext, TrainingSetup, WorkloadContext
 
 __version__ = "0.1.0"
 
-__all__ = ["TrainingSetup", "WorkloadContext", "__version__"]
+__all__ = ["DistributedContext", "TrainingSetup", "WorkloadContext", "__version__"]

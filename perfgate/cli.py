@@ -73,6 +73,9 @@ def run(
     threads: int | None = typer.Option(None, help="intra-op CPU threads (default: physical cores)"),
     seed: int | None = typer.Option(None, help="seed for weights and synthetic data"),
     shard: str | None = typer.Option(None, help="run shard i/n of the selected workloads"),
+    nproc_per_node: int | None = typer.Option(
+        None, "--nproc-per-node", help="ranks per distributed workload (torchrun; e.g. ddp)"
+    ),
     trigger: str | None = typer.Option(None, help="pr, nightly or manual (default: from CI)"),
     out: Path | None = typer.Option(None, "--out", "-o", help="result document path"),
     no_store: bool = typer.Option(False, "--no-store", help="write the document only, no database"),
@@ -106,12 +109,18 @@ def run(
         seed=seed,
         shard=shard,
         inject_slowdown=slowdown,
+        nproc_per_node=nproc_per_node,
     )
     outcome = guarded(lambda: _measure(config, selection, device, out, not no_store, trigger))
-    from perfgate.report.run_summary import failure_lines, mfu_notes, summary_table
+    from perfgate.report.run_summary import (
+        distributed_lines,
+        failure_lines,
+        mfu_notes,
+        summary_table,
+    )
 
     console.print(summary_table(outcome.result))
-    for note in mfu_notes(outcome.result):
+    for note in [*distributed_lines(outcome.result), *mfu_notes(outcome.result)]:
         console.print(note, highlight=False, markup=False)
     if slowdown:
         console.print(

@@ -19,6 +19,9 @@ def advise_command(
     knob: list[str] = typer.Option([], "--knob", "-k", help="KEY=VALUE or WORKLOAD.KEY=VALUE"),
     device: str | None = typer.Option(None, help="cpu, cuda or auto"),
     threads: int | None = typer.Option(None, help="intra-op CPU threads"),
+    nproc_per_node: int | None = typer.Option(
+        None, "--nproc-per-node", help="ranks per distributed workload (torchrun; e.g. ddp)"
+    ),
     profile_steps: int = typer.Option(5, help="steps inside the profiler window"),
     rule: list[str] = typer.Option([], "--rule", help="only this rule id (repeatable)"),
     verify: bool = typer.Option(False, help="prove each advice by an interleaved A/B re-run"),
@@ -41,6 +44,7 @@ def advise_command(
         steps=steps,
         warmup=warmup,
         threads=threads,
+        nproc_per_node=nproc_per_node,
     )
 
     def action() -> tuple[list[WorkloadAdvice], str]:

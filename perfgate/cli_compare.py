@@ -53,6 +53,9 @@ def compare(
     steps: int | None = typer.Option(None, help="--ab: measured steps per repeat"),
     warmup: int | None = typer.Option(None, help="--ab: warm-up steps per repeat"),
     device: str | None = typer.Option(None, help="--ab/--confirm: cpu, cuda or auto"),
+    nproc_per_node: int | None = typer.Option(
+        None, "--nproc-per-node", help="--ab: ranks per distributed workload (torchrun)"
+    ),
     inject_slowdown: str | None = typer.Option(
         None, "--inject-slowdown", help="--ab canary: slow the head side by this much (e.g. 10%)"
     ),
@@ -104,6 +107,7 @@ def compare(
                     steps=steps,
                     warmup=warmup,
                     inject_slowdown=_slowdown(inject_slowdown),
+                    nproc_per_node=nproc_per_node,
                 ),
                 device or settings.device,
                 ab_rounds,

@@ -44,6 +44,9 @@ class UserWorkloadConfig:
     """Knobs the factory honours, with their default values (types inferred from them)."""
     source_files: tuple[str, ...] = ()
     """Extra files whose content enters the definition hash (the factory's module always does)."""
+    distributed: bool = False
+    """The factory trains under ``torch.distributed`` (it wraps its model in DDP or FSDP):
+    with ``--nproc-per-node N`` each repeat runs on N ranks under torchrun."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -209,6 +212,9 @@ def _user_workload(origin: str, name: str, spec: Any) -> UserWorkloadConfig:
         ),
         presets=presets,
         knobs=_table(origin, f"workloads.{name}.knobs", spec.get("knobs", {})),
+        distributed=_check_type(
+            origin, f"workloads.{name}.distributed", spec.get("distributed", False), bool
+        ),
         source_files=tuple(
             _check_type(origin, f"workloads.{name}.source_files[]", item, str)
             for item in _check_type(

@@ -6,7 +6,10 @@ without going back to the machine that measured it.
 
 Format history (``SCHEMA_VERSION``):
 
-- 1 (perfgate 0.1, 2026-11): first version; ``source.subject`` (optional) added 2026-11-30.
+- 1 (perfgate 0.1, 2026-11): first version; ``source.subject`` (optional) added 2026-11-30;
+  distributed runs (optional, written only when set) added 2026-12-01: ``settings.nproc_per_node``,
+  ``repeat.slowest_rank`` and ``repeat.ranks``, and the summary's ``world_size``,
+  ``rank_spread``, ``communication_*`` and ``rank_imbalance``.
 
 Readers call :func:`load_result`, which validates against ``schema/result-v1.json`` and refuses
 documents from a newer perfgate with a clear error, instead of misreading them.
@@ -31,6 +34,23 @@ SCHEMA_VERSION = 1
 
 RepeatStatus = Literal["ok", "error", "crashed", "timeout"]
 WorkloadStatus = Literal["ok", "error", "crashed", "timeout", "skipped"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankResult:
+    """One rank of a distributed repeat: its own steps and its communication window."""
+
+    rank: int
+    median_step_s: float
+    """Median of this rank's steady steps."""
+    step_times_s: list[float] = field(default_factory=list)
+    steady_start: int = 0
+    dataloader_wait_s: list[float] = field(default_factory=list)
+    peak_memory: dict[str, int | None] = field(default_factory=dict)
+    first_step_s: float | None = None
+    communication: dict[str, Any] | None = None
+    """First repeat only: ``perfgate.distributed.comm_trace.CommunicationSummary.to_dict()``
+    of this rank's profiled window (null when it saw no collective)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +91,10 @@ class RepeatResult:
     injected_s_per_step: float | None = None
     """Canary runs only: seconds of real work added to each measured step (``--inject-slowdown``),
     so a reader can check the gate saw the regression it was given."""
+    slowest_rank: int | None = None
+    """Distributed repeats only: the rank whose steps these are (the highest steady median)."""
+    ranks: list[RankResult] | None = None
+    """Distributed repeats only: every rank's samples, the slowest one included."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,6 +132,20 @@ class WorkloadSummary:
     dataloader_wait_share: float | None = None
     """Median fraction of step time spent waiting for the next batch."""
     final_loss: float | None = None
+    world_size: int | None = None
+    """Distributed runs only: ranks per repeat. Step time and throughput are then the slowest
+    rank's step over all ranks' samples; TFLOP/s and MFU are per rank (one GPU's share)."""
+    rank_spread: float | None = None
+    """(slowest − fastest) / slowest of the rank medians, median over repeats. Small under DDP
+    even when the work is uneven: fast ranks wait inside the all-reduce (see rank_imbalance)."""
+    communication_share: float | None = None
+    """Share of the profiled step spent in collectives, mean over ranks (first repeat)."""
+    communication_exposed_share: float | None = None
+    """Share of the step in collectives that no computation overlapped, mean over ranks."""
+    communication_overlap: float | None = None
+    """Fraction of collective time hidden behind computation, mean over ranks."""
+    rank_imbalance: float | None = None
+    """(most − least) / most busy compute time across ranks in the profiled window."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,6 +186,8 @@ class RunSettings:
     inject_slowdown: float | None = None
     """Canary runs only: the extra cost added to each measured step, as a fraction of the
     workload's warm-up step time. A canary run never becomes part of a baseline."""
+    nproc_per_node: int = 1
+    """Ranks per distributed workload (``--nproc-per-node``); other workloads run one process."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -192,10 +232,38 @@ class RunResult:
         return "failed" if ok == 0 else "partial"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (the on-disk form), with the derived ``status`` included."""
+        """JSON-ready dict (the on-disk form), with the derived ``status`` included.
+
+        Fields added to version 1 for distributed runs are written only when they hold a value,
+        so a single-process run's document is the one an older perfgate wrote, byte for byte
+        (its stored digest still matches when it is ingested again).
+        """
         data = asdict(self)
         data["status"] = self.status
+        _drop_defaults(data["settings"], {"nproc_per_node": 1})
+        for workload in data["workloads"]:
+            if workload["summary"] is not None:
+                _drop_defaults(workload["summary"], dict.fromkeys(_DISTRIBUTED_SUMMARY))
+            for repeat in workload["repeats"]:
+                _drop_defaults(repeat, {"slowest_rank": None, "ranks": None})
         return data
+
+
+_DISTRIBUTED_SUMMARY = (
+    "world_size",
+    "rank_spread",
+    "communication_share",
+    "communication_exposed_share",
+    "communication_overlap",
+    "rank_imbalance",
+)
+
+
+def _drop_defaults(data: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """Remove the keys of ``defaults`` whose value in ``data`` is that default."""
+    for key, default in defaults.items():
+        if key in data and data[key] == default:
+            del data[key]
 
 
 @cache
@@ -264,10 +332,17 @@ def result_from_dict(data: dict[str, Any]) -> RunResult:
 
 def _workload_from_dict(data: dict[str, Any]) -> WorkloadResult:
     fields = dict(data)
-    fields["repeats"] = [RepeatResult(**r) for r in data["repeats"]]
+    fields["repeats"] = [_repeat_from_dict(r) for r in data["repeats"]]
     fields["flops"] = FlopCount(**data["flops"]) if data.get("flops") else None
     fields["summary"] = WorkloadSummary(**data["summary"]) if data.get("summary") else None
     return WorkloadResult(**fields)
+
+
+def _repeat_from_dict(data: dict[str, Any]) -> RepeatResult:
+    fields = dict(data)
+    if data.get("ranks") is not None:
+        fields["ranks"] = [RankResult(**rank) for rank in data["ranks"]]
+    return RepeatResult(**fields)
 
 
 def json_ready(value: Any) -> Any:

@@ -9,18 +9,21 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from perfgate import __version__
 from perfgate.config import Config
+from perfgate.distributed.launch import run_world
 from perfgate.errors import InfrastructureError, UsageError
 from perfgate.result import RunResult, RunSettings, write_result
 from perfgate.runner.orchestrator import RunObserver, run_workloads
 from perfgate.runner.plan import PlannedWorkload, Selection, make_plan
 from perfgate.runner.source import collect_source
-from perfgate.telemetry.fingerprint import collect_fingerprint
+from perfgate.telemetry.fingerprint import collect_fingerprint, with_world
 from perfgate.telemetry.host import default_thread_count
 
 
@@ -100,7 +103,7 @@ def execute_run(
     run_id = str(uuid.uuid4())
     path = out or default_output_path(config.root, run_id)
     check_writable(path)
-    environment = collect_fingerprint(device, settings.threads)
+    environment = run_fingerprint(plan, settings, device)
     started = utc_now()
     workloads = run_workloads(plan, settings, device, environment, observer)
     result = RunResult(
@@ -139,3 +142,13 @@ def _store(config: Config, result: RunResult, path: Path) -> str:
 def utc_now() -> str:
     """Now, in UTC, to the second: the timestamps of result documents."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def run_fingerprint(
+    plan: Sequence[PlannedWorkload], settings: RunSettings, device: str
+) -> dict[str, Any]:
+    """The run's environment fingerprint, with its world size and backend when it has
+    distributed workloads (both are part of what a baseline is keyed by)."""
+    environment = collect_fingerprint(device, settings.threads)
+    world = run_world(plan, settings.nproc_per_node, device)
+    return with_world(environment, *world) if world else environment

@@ -81,6 +81,10 @@ def only_problem(folder: Path) -> Problem:
 # --- the built-in library ------------------------------------------------------------------------
 
 BUILTIN_IDS = {
+    "communication-exposed",
+    "dataparallel-not-ddp",
+    "rank-imbalance",
+    "non-nccl-backend-gpu",
     "bf16-autocast-missing",
     "fp16-gradscaler-missing",
     "tf32-disabled",

@@ -27,6 +27,8 @@ from perfgate.advise.catalogue import EVIDENCE, Evidence
 from perfgate.advise.facts import DERIVATION_INPUTS
 from perfgate.advise.trace_evidence import load_trace, trace_evidence
 from perfgate.config import Config
+from perfgate.distributed.comm_trace import communication_summary, step_imbalance
+from perfgate.distributed.launch import rank_trace_path
 from perfgate.errors import PerfgateError, UsageError
 from perfgate.result import RunSettings
 from perfgate.run import prepare, resolve_device
@@ -37,7 +39,13 @@ from perfgate.runner.process import run_worker
 DEFAULT_PROFILE_STEPS = 5
 """Active profiler steps: enough to see a steady step, few enough to keep the trace small."""
 
-BUILTIN_KINDS = {"gpt": "transformer", "resnet": "convnet", "mlp": "mlp", "datapipe": "datapipe"}
+BUILTIN_KINDS = {
+    "gpt": "transformer",
+    "resnet": "convnet",
+    "mlp": "mlp",
+    "datapipe": "datapipe",
+    "ddp": "distributed",
+}
 """``workload_kind`` of the built-ins; every user workload is ``user``."""
 
 
@@ -130,8 +138,9 @@ def _profile_one(
     name = planned.definition.name
     label = "profile-" + re.sub(r"[^A-Za-z0-9_.-]", "_", name)
     trace_path = scratch / f"{label}.trace.json"
+    spec = profile_spec(planned, settings, device, steps, trace_path)
     outcome = run_worker(
-        profile_spec(planned, settings, device, steps, trace_path),
+        spec,
         scratch,
         label,
         settings.timeout_s,
@@ -154,12 +163,32 @@ def _profile_one(
         )
     evidence = evidence_from_trace(trace, outcome.document.get("facts", {}))
     evidence["workload_kind"] = workload_kind(planned)
+    imbalance = ranks_imbalance(trace_path, int(spec.get("nproc_per_node") or 0))
+    if imbalance is not None:
+        evidence["rank_imbalance"] = imbalance
     kept = None
     if trace_dir is not None:
         trace_dir.mkdir(parents=True, exist_ok=True)
         kept = trace_dir / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.trace.json"
         shutil.copyfile(trace_path, kept)
     return ProfiledWorkload(name=name, status="ok", error=None, evidence=evidence, trace_path=kept)
+
+
+def ranks_imbalance(trace_path: Path, world_size: int) -> float | None:
+    """Compute-time imbalance across the ranks' traces of a distributed window, step by step
+    (None for one rank, or when a rank's trace is unreadable or holds no collective)."""
+    if world_size < 2:
+        return None
+    computes: list[tuple[float, ...]] = []
+    for rank in range(world_size):
+        try:
+            summary = communication_summary(load_trace(rank_trace_path(trace_path, rank)))
+        except (OSError, ValueError):
+            return None
+        if summary is None:
+            return None
+        computes.append(summary.compute_us_per_step)
+    return step_imbalance(computes)
 
 
 def workload_kind(planned: PlannedWorkload) -> str:

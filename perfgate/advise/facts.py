@@ -17,6 +17,7 @@ import gc
 import inspect
 import os
 import resource
+import sys
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,7 @@ def collect_facts(
         **model_facts(setup.model, knobs),
         **precision_facts(device, knobs),
         **memory_facts(device),
+        **distributed_facts(setup.model, knobs, device),
     }
     if device == "cuda":
         peak = lookup_peak(str(facts.get("gpu_name", "")), setup.compute_dtype)
@@ -142,6 +144,82 @@ def precision_facts(device: str, knobs: Mapping[str, KnobValue]) -> Facts:
             }
         )
     return facts
+
+
+def distributed_facts(
+    model: torch.nn.Module, knobs: Mapping[str, KnobValue], device: str = "cpu"
+) -> Facts:
+    """The process group, the data-parallel wrapper and its gradient buckets, the accumulation.
+
+    ``world_size`` and ``dist_backend`` exist only inside an initialised process group and the
+    wrapper only for a group or a wrapped model, so a single-process run gets none of them: the
+    distributed rules then stay silent. ``DataParallel`` is single-process (no group, no world
+    size). ``gpu_count`` is every CUDA run's, ``grad_accumulation_steps`` every workload's that
+    has the ``grad_accumulation`` knob.
+    """
+    import torch
+
+    facts: Facts = {}
+    if device == "cuda":
+        facts["gpu_count"] = float(torch.cuda.device_count())
+    accumulation = knobs.get("grad_accumulation")
+    if isinstance(accumulation, int | float) and not isinstance(accumulation, bool):
+        facts["grad_accumulation_steps"] = float(accumulation)
+    dist = torch.distributed
+    initialised = dist.is_available() and dist.is_initialized()
+    if initialised:
+        facts["world_size"] = float(dist.get_world_size())
+        facts["dist_backend"] = device_backend(str(dist.get_backend()), device)
+    wrapper, wrapped = model_wrapper(model)
+    if initialised or wrapper != "none":
+        facts["model_wrapper"] = wrapper
+    if isinstance(wrapped, torch.nn.parallel.DistributedDataParallel):
+        facts["ddp_bucket_cap_mb"] = float(wrapped.bucket_bytes_cap) / 2**20
+        facts["ddp_gradient_as_bucket_view"] = bool(wrapped.gradient_as_bucket_view)
+    return facts
+
+
+def device_backend(backend: str, device: str) -> str:
+    """The backend a group uses for ``device``: a group made with ``backend=None`` (or
+    ``"cpu:gloo,cuda:nccl"``) names one per device, and the GPU's is the one that matters."""
+    if ":" not in backend:
+        return backend
+    pairs = dict(item.split(":", 1) for item in backend.split(",") if ":" in item)
+    return pairs.get(device.split(":")[0], backend)
+
+
+def model_wrapper(model: torch.nn.Module) -> tuple[str, torch.nn.Module]:
+    """The data-parallel wrapper of ``model`` (looking through ``torch.compile``) and the
+    wrapping module; ``("none", model)`` when there is none."""
+    import torch
+
+    candidates = [model]
+    original = getattr(model, "_orig_mod", None)
+    if isinstance(original, torch.nn.Module):
+        candidates.append(original)
+    for module in candidates:
+        if isinstance(module, torch.nn.parallel.DistributedDataParallel):
+            return "DistributedDataParallel", module
+        if isinstance(module, torch.nn.DataParallel):
+            return "DataParallel", module
+        if _is_fsdp(module):
+            return "FullyShardedDataParallel", module
+    return "none", model
+
+
+def _is_fsdp(module: torch.nn.Module) -> bool:
+    """FSDP (the wrapper class, or FSDP2's ``fully_shard`` module class); a model can only be
+    one once ``torch.distributed.fsdp`` is imported, so it is not imported here."""
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    classes = tuple(
+        cls
+        for cls in (
+            getattr(fsdp, "FullyShardedDataParallel", None),
+            getattr(fsdp, "FSDPModule", None),
+        )
+        if isinstance(cls, type)
+    )
+    return bool(classes) and isinstance(module, classes)
 
 
 def memory_facts(device: str) -> Facts:

@@ -20,30 +20,34 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.advise.facts import Facts, GcMonitor, collect_facts
-from perfgate.runner.worker import BatchSource, check_setup, count_step_flops, load_factory
-from perfgate.workloads.protocol import KnobValue, TrainingSetup, WorkloadContext
+from perfgate.distributed.launch import rank_trace_path
+from perfgate.runner.worker import (
+    BatchSource,
+    check_setup,
+    count_step_flops,
+    load_factory,
+    workload_context,
+)
+from perfgate.workloads.protocol import DistributedContext, KnobValue, TrainingSetup
 
 FETCH_RANGE = "perfgate.batch_fetch"
 """The record_function name around each batch fetch (``trace_evidence`` reads it as wait)."""
 
 
-def run_profile(spec: dict[str, Any]) -> dict[str, Any]:
-    """Build the workload, warm it up, profile the window; returns the worker's JSON document."""
+def run_profile(spec: dict[str, Any], distributed: DistributedContext | None) -> dict[str, Any]:
+    """Build the workload, warm it up, profile the window; returns the worker's JSON document.
+
+    Under torchrun every rank profiles the same window into its own trace (rank 0 into the
+    spec's path, rank r next to it), so the parent can compare the ranks' compute time.
+    """
     import torch
 
     profile = spec["profile"]
     steps = int(profile["steps"])
     trace_path = Path(profile["trace_path"])
-    if spec.get("threads"):
-        torch.set_num_threads(int(spec["threads"]))
-    torch.manual_seed(spec["seed"])
-    context = WorkloadContext(
-        device=spec["device"],
-        preset=spec["preset"],
-        params=spec["params"],
-        knobs=spec["knobs"],
-        seed=spec["seed"],
-    )
+    if distributed is not None:
+        trace_path = rank_trace_path(trace_path, distributed.rank)
+    context = workload_context(spec, distributed)
     reference = spec["factory"]
     setup = check_setup(load_factory(reference)(context), reference)
     facts = profile_workload(
@@ -62,6 +66,7 @@ def run_profile(spec: dict[str, Any]) -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "applied_knobs": dict(setup.knobs),
         "facts": facts,
+        "rank": distributed.rank if distributed else None,
     }
 
 

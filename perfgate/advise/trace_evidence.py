@@ -229,6 +229,7 @@ def trace_evidence(trace: dict[str, Any]) -> Evidence:
     evidence.update(_attention_metrics(parsed))
     evidence.update(_precision_metrics(parsed))
     evidence.update(_shape_metrics(parsed))
+    evidence.update(_communication_metrics(trace, gpu))
     if gpu:
         evidence.update(_kernel_metrics(parsed))
         evidence.update(_transfer_metrics(parsed))
@@ -801,6 +802,24 @@ def _shape_metrics(parsed: _Parsed) -> Evidence:
         "misaligned_matmul_fraction": sum(t for k, t in groups.items() if not aligned[k]) / total,
         "hot_matmul_dims": f"{name} {shapes}",
     }
+
+
+def _communication_metrics(trace: dict[str, Any], gpu: bool) -> Evidence:
+    """How much of the collectives' time computation hid, and on CPU their share of the step
+    (gloo runs them on its own thread, outside the ops the CPU shares above are made of)."""
+    # Imported here: comm_trace reads this module's kernel families, so a top-level import
+    # would be circular.
+    from perfgate.distributed.comm_trace import communication_summary
+
+    summary = communication_summary(trace)
+    if summary is None:
+        return {}
+    metrics: Evidence = {"communication_exposed_share": summary.exposed_share}
+    if summary.overlap is not None:
+        metrics["communication_overlap"] = summary.overlap
+    if not gpu:
+        metrics["communication_share"] = summary.share
+    return metrics
 
 
 def _kernel_metrics(parsed: _Parsed) -> Evidence:

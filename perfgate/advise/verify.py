@@ -66,6 +66,9 @@ class Verification:
     p_value: float | None = None
     baseline_step_s: float | None = None
     changed_step_s: float | None = None
+    per_sample: bool = False
+    """The change altered the samples per step, so the two step figures are seconds per
+    sample (and the speed-up is per sample), not seconds per step."""
     loss_parity: bool | None = None
     """Final losses within 1 % of each other; None when a side has no loss."""
 
@@ -171,8 +174,9 @@ def _judge(
             f"the {side} workload did not run ({failed.status}: {failed.error})",
             knobs=changed_knobs,
         )
-    base_steps = metric_values(before)["step_time_s"]
-    new_steps = metric_values(after)["step_time_s"]
+    per_sample = before.samples_per_step != after.samples_per_step
+    base_steps = _time_per_unit(before, per_sample)
+    new_steps = _time_per_unit(after, per_sample)
     (comparison,) = correct(
         [
             compare_metric(
@@ -186,10 +190,11 @@ def _judge(
     )
     outcome = _OUTCOMES[comparison.verdict]
     speedup = 1 / comparison.ratio
+    unit = " per sample" if per_sample else ""
     reason = {
-        "verified": f"{speedup:.2f}× faster, beyond the ±{VERIFY_THRESHOLD:.0%} band",
+        "verified": f"{speedup:.2f}× faster{unit}, beyond the ±{VERIFY_THRESHOLD:.0%} band",
         "refuted": (
-            f"{speedup:.2f}× ({1 / comparison.ci_high:.2f}–{1 / comparison.ci_low:.2f}): "
+            f"{speedup:.2f}×{unit} ({1 / comparison.ci_high:.2f}–{1 / comparison.ci_low:.2f}): "
             + (
                 "slower with the change"
                 if comparison.verdict == "regression"
@@ -210,8 +215,23 @@ def _judge(
         p_value=comparison.p_adjusted,
         baseline_step_s=comparison.baseline_median,
         changed_step_s=comparison.head_median,
+        per_sample=per_sample,
         loss_parity=_loss_parity(before, after),
     )
+
+
+def _time_per_unit(result: WorkloadResult, per_sample: bool) -> list[float]:
+    """Per-repeat step times, or seconds per sample when the change altered the batch.
+
+    A fix that changes how many samples a step trains on (a larger batch, gradient
+    accumulation) makes each step longer and still wins if it trains more per second: the
+    comparison is then per sample, or it would refute every such fix.
+    """
+    steps = metric_values(result)["step_time_s"]
+    samples = result.samples_per_step
+    if not per_sample or not samples:
+        return steps
+    return [value / samples for value in steps]
 
 
 def _with_outcome(item: Advice, measurement: Verification) -> Advice:

@@ -35,11 +35,10 @@ from perfgate.compare.worktrees import Checkout, checked_out, repository_root, r
 from perfgate.config import Config, load_config
 from perfgate.errors import InfrastructureError, UsageError
 from perfgate.result import RunResult, RunSettings, SourceInfo, WorkloadResult, write_result
-from perfgate.run import prepare, resolve_device, utc_now
+from perfgate.run import prepare, resolve_device, run_fingerprint, utc_now
 from perfgate.runner.interleave import Arm, InterleaveObserver, run_interleaved
 from perfgate.runner.plan import Selection, available_workloads
 from perfgate.runner.source import collect_source
-from perfgate.telemetry.fingerprint import collect_fingerprint
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,7 +149,7 @@ def measure_sides(
     planned = [prepare(side.config, replace(selection, repeats=rounds)) for side in sides]
     settings = planned[0][1]  # the base side's settings govern both
     device = resolve_device(device)
-    environment = collect_fingerprint(device, settings.threads)
+    environment = run_fingerprint([p for plan, _ in planned for p in plan], settings, device)
     arms = [
         Arm(
             label=side.label,
@@ -257,6 +256,7 @@ def _selection_for(head: RunResult, names: Sequence[str], config: Config) -> Sel
         timeout_s=head.settings.timeout_s,
         threads=head.settings.threads,
         seed=head.settings.seed,
+        nproc_per_node=head.settings.nproc_per_node,
     )
 
 

@@ -120,7 +120,7 @@ def _compare_workload(
 ) -> WorkloadVerdict:
     if baseline is None:
         return WorkloadVerdict(name=workload.name, status="no_baseline")
-    notes = []
+    notes = distributed_notes(workload)
     if baseline.definition_hash != workload.definition_hash:
         notes.append("the workload definition differs from the baseline's (code or knobs changed)")
     head_metrics = metric_values(workload)
@@ -154,6 +154,17 @@ def _compare_workload(
         comparisons=comparisons,
         notes=notes,
     )
+
+
+def distributed_notes(workload: WorkloadResult) -> list[str]:
+    """For a distributed workload: which rank's step is judged, and how far the others were."""
+    summary = workload.summary
+    if summary is None or summary.world_size is None:
+        return []
+    spread = f", rank spread {summary.rank_spread:.1%}" if summary.rank_spread is not None else ""
+    exposed = summary.communication_exposed_share
+    talk = f", {exposed:.1%} of the step exposed communication" if exposed is not None else ""
+    return [f"{summary.world_size} ranks: judged on the slowest rank's step{spread}{talk}"]
 
 
 WORK_PER_STEP = (

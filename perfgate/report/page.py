@@ -23,6 +23,7 @@ from perfgate.report.anchors import anchor
 from perfgate.report.chart_batch import ChartBatch
 from perfgate.report.history import WorkloadHistory
 from perfgate.report.run_summary import (
+    distributed_facts,
     format_bytes,
     format_flops,
     format_seconds,
@@ -350,7 +351,7 @@ def _workload_facts(workload: WorkloadResult) -> list[tuple[str, str]]:
         facts.append(("DataLoader wait", f"{s.dataloader_wait_share:.1%} of the step"))
     if s.final_loss is not None:
         facts.append(("final loss", f"{s.final_loss:.4f}"))
-    return facts
+    return facts + distributed_facts(workload)
 
 
 def _headline(workload: WorkloadResult) -> dict[str, str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 from rich.table import Table
 
 from perfgate.result import RunResult, WorkloadResult
@@ -93,6 +95,56 @@ def mfu_notes(result: RunResult) -> list[str]:
         {w.summary.mfu_reason for w in result.workloads if w.summary and w.summary.mfu_reason}
     )
     return [f"MFU not computed: {reason}" for reason in reasons]
+
+
+def distributed_facts(workload: WorkloadResult) -> list[tuple[str, str]]:
+    """Label/value pairs for a distributed workload (none for a single-process one).
+
+    The table's step time is the slowest rank's; these say how far the other ranks were from it
+    and where the step went, so a reader sees why before opening a trace.
+    """
+    summary = workload.summary
+    if summary is None or summary.world_size is None:
+        return []
+    backend = workload.setup_info.get("distributed", {}).get("backend")
+    facts = [("ranks", f"{summary.world_size}" + (f" ({backend})" if backend else ""))]
+    medians = rank_medians(workload)
+    if medians:
+        listed = " · ".join(f"rank {r} {format_seconds(m)}" for r, m in enumerate(medians))
+        spread = f" (spread {summary.rank_spread:.1%})" if summary.rank_spread is not None else ""
+        facts.append(("rank step times", f"{listed}{spread}; the slowest is judged"))
+    if summary.communication_share is not None:
+        exposed = summary.communication_exposed_share or 0.0
+        overlap = summary.communication_overlap
+        hidden = f", {overlap:.0%} of it overlapped" if overlap is not None else ""
+        facts.append(
+            (
+                "communication",
+                f"{summary.communication_share:.1%} of the step, {exposed:.1%} exposed{hidden}",
+            )
+        )
+    if summary.rank_imbalance is not None:
+        facts.append(("compute imbalance", f"{summary.rank_imbalance:.1%}"))
+    return facts
+
+
+def rank_medians(workload: WorkloadResult) -> list[float]:
+    """Each rank's step time: the median over ok repeats of that rank's steady median."""
+    per_rank: dict[int, list[float]] = {}
+    for repeat in workload.repeats:
+        for rank in repeat.ranks or []:
+            per_rank.setdefault(rank.rank, []).append(rank.median_step_s)
+    return [statistics.median(per_rank[rank]) for rank in sorted(per_rank)]
+
+
+def distributed_lines(result: RunResult) -> list[str]:
+    """One line per distributed workload for the terminal: its :func:`distributed_facts`."""
+    lines = []
+    for workload in result.workloads:
+        facts = distributed_facts(workload)
+        if facts:
+            lines.append(f"{workload.name}: " + "; ".join(f"{k} {v}" for k, v in facts))
+    return lines
 
 
 def failure_lines(result: RunResult) -> list[str]:

@@ -14,13 +14,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from perfgate.result import RepeatResult, RunSettings, WorkloadResult
+from perfgate.result import RankResult, RepeatResult, RunSettings, WorkloadResult
 from perfgate.runner.plan import PlannedWorkload
 from perfgate.runner.process import RepeatProcessResult, run_worker
 from perfgate.runner.summary import choose_flops, summarize_workload
+from perfgate.telemetry.host import default_thread_count
 from perfgate.telemetry.sampler import summarize as summarize_telemetry
 
 SAMPLE_INTERVAL_S = 0.25
+
+COMMUNICATION_STEPS = 3
+"""Profiled steps of a distributed workload's first repeat, after its timed steps (see
+``perfgate.distributed.comm_window``)."""
 
 
 class RunObserver(Protocol):
@@ -93,8 +98,14 @@ def run_repeat(
     FLOPs are counted in repeat 0 only (the count is deterministic and costs a step).
     """
     label = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{tag}{planned.definition.name}")
+    spec = worker_spec(planned, settings, device, count_flops=index == 0)
+    if index == 0 and spec.get("nproc_per_node"):
+        spec["communication"] = {
+            "steps": COMMUNICATION_STEPS,
+            "trace_path": str(scratch / f"{label}-{index}.comm.json"),
+        }
     outcome = run_worker(
-        worker_spec(planned, settings, device, count_flops=index == 0),
+        spec,
         scratch,
         f"{label}-{index}",
         settings.timeout_s,
@@ -107,8 +118,10 @@ def run_repeat(
 def worker_spec(
     planned: PlannedWorkload, settings: RunSettings, device: str, count_flops: bool
 ) -> dict[str, Any]:
-    """The JSON spec one worker process receives."""
+    """The JSON spec one worker process receives (``nproc_per_node`` only for a distributed
+    workload: it makes the repeat a torchrun of that many ranks)."""
     definition = planned.definition
+    distributed = definition.distributed
     return {
         "name": definition.name,
         "factory": definition.factory,
@@ -118,12 +131,26 @@ def worker_spec(
         "knobs": dict(planned.knobs),
         "device": device,
         "seed": settings.seed,
-        "threads": settings.threads,
+        "threads": rank_threads(settings, device) if distributed else settings.threads,
         "warmup": settings.warmup,
         "steps": settings.steps,
+        "timeout_s": settings.timeout_s,
         "count_flops": count_flops,
         "inject_slowdown": settings.inject_slowdown,
+        "nproc_per_node": settings.nproc_per_node if distributed else None,
     }
+
+
+def rank_threads(settings: RunSettings, device: str) -> int | None:
+    """Intra-op threads per rank: on CPU the run's threads shared among its ranks.
+
+    torch would give every rank all the cores, and N ranks would then fight over them: the
+    step time would measure the oversubscription, not the training.
+    """
+    threads = settings.threads or default_thread_count()
+    if device != "cpu":
+        return settings.threads
+    return max(1, threads // settings.nproc_per_node)
 
 
 def _repeat_result(index: int, outcome: RepeatProcessResult) -> RepeatResult:
@@ -153,6 +180,8 @@ def _repeat_result(index: int, outcome: RepeatProcessResult) -> RepeatResult:
         telemetry_summary=summary,
         stderr_tail=outcome.stderr_tail if outcome.status != "ok" else None,
         injected_s_per_step=doc.get("injected_s_per_step"),
+        slowest_rank=doc.get("slowest_rank"),
+        ranks=[RankResult(**rank) for rank in doc["ranks"]] if doc.get("ranks") else None,
     )
 
 

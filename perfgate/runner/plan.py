@@ -64,6 +64,8 @@ class Selection:
     shard: str | None = None
     inject_slowdown: float | None = None
     """Canary: extra cost per measured step as a fraction of the step time (see parse_slowdown)."""
+    nproc_per_node: int | None = None
+    """Ranks per distributed workload; only workloads that train under torch.distributed take it."""
 
 
 MAX_SLOWDOWN_PERCENT = 1000.0
@@ -135,7 +137,30 @@ def make_plan(config: Config, selection: Selection) -> tuple[list[PlannedWorkloa
                 definition_hash=definition.definition_hash(preset, knobs),
             )
         )
+    _check_distributed(planned, selection.nproc_per_node)
     return planned, _settings(config, selection, planned)
+
+
+def _check_distributed(planned: Sequence[PlannedWorkload], nproc_per_node: int | None) -> None:
+    """``--nproc-per-node`` above 1 needs a workload that trains under torch.distributed.
+
+    Launching a single-process workload N times would measure N independent trainings fighting
+    over the machine, not data-parallel training: refused, naming the workloads that can.
+    """
+    if nproc_per_node is None or nproc_per_node == 1:
+        return
+    if nproc_per_node < 1:
+        raise UsageError(
+            f"--nproc-per-node {nproc_per_node} is not a positive number of ranks",
+            "use --nproc-per-node 2 or more",
+        )
+    single = [p.definition.name for p in planned if not p.definition.distributed]
+    if single:
+        raise UsageError(
+            f"--nproc-per-node {nproc_per_node}: workload {', '.join(single)} does not train "
+            "under torch.distributed",
+            "select ddp (or a user workload with distributed = true), or drop --nproc-per-node",
+        )
 
 
 def _requested(config: Config, selection: Selection) -> list[tuple[str, str]]:
@@ -240,6 +265,7 @@ def _settings(
         seed=selection.seed if selection.seed is not None else config.seed,
         shard=selection.shard,
         inject_slowdown=selection.inject_slowdown,
+        nproc_per_node=selection.nproc_per_node or 1,
     )
     _check_settings(settings)
     return settings

@@ -1,5 +1,9 @@
 """One repeat in one fresh process: spawn, sample from outside, enforce the time limit, classify.
 
+A distributed repeat (``nproc_per_node`` in the spec) is one ``torchrun`` whose ranks each
+write a document; they are combined (``perfgate.distributed.ranks``) before the same
+classification, so a crashed, failed or hung rank ends the repeat like a failed worker would.
+
 The parent never trusts the child to end well. The worker runs in its own process group so a
 timeout or a crash takes its DataLoader workers down with it, and every way a process can end —
 a result, an exception, a signal, ``os._exit``, a hang — becomes a result with its error text
@@ -20,12 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfgate.distributed.launch import torchrun_command
+from perfgate.distributed.ranks import combine_ranks, read_rank_documents
 from perfgate.errors import UsageError
 from perfgate.telemetry.sampler import TelemetrySampler
 
 STDERR_TAIL_CHARS = 2000
 WORKER_EXIT_ERROR = 1
 WORKER_EXIT_USAGE = 2
+WORKER_EXIT_CRASH = 70
+"""Stands for "a rank wrote no result" (torchrun exits 0 or 1 either way): a crash, never a
+pass, with the ranks' own account in the combined document's error."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,10 +66,16 @@ def run_worker(
     environment = dict(os.environ)
     if spec.get("threads"):
         environment["OMP_NUM_THREADS"] = str(spec["threads"])
+    world_size = int(spec.get("nproc_per_node") or 0)
+    command = (
+        torchrun_command(world_size, spec_path, out_path)
+        if world_size
+        else [sys.executable, "-m", "perfgate.runner.worker", str(spec_path), str(out_path)]
+    )
     started = time.perf_counter()
     with open(log_path, "w+b") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "perfgate.runner.worker", str(spec_path), str(out_path)],
+            command,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -77,11 +92,16 @@ def run_worker(
             exit_code = None
         finally:
             telemetry = sampler.stop()
-            _kill_group(process)
+            _kill_tree(process)
         wall_s = time.perf_counter() - started
-    document = _read_document(out_path)
     tail = _tail(log_path)
-    status, error = _classify(exit_code, timed_out, document, tail, timeout_s)
+    if world_size:
+        document = combine_ranks(read_rank_documents(out_path, world_size), world_size)
+        exit_code = _rank_exit_code(exit_code, document)
+    else:
+        document = _read_document(out_path)
+    launcher = f"torchrun ({world_size} ranks)" if world_size else "worker"
+    status, error = _classify(exit_code, timed_out, document, tail, timeout_s, launcher)
     if status == "usage_error":
         raise UsageError(str(error))
     return RepeatProcessResult(
@@ -95,11 +115,46 @@ def run_worker(
     )
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """Kill whatever is left of the worker's process group (DataLoader workers included)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+def _kill_tree(process: subprocess.Popen[bytes]) -> None:
+    """Kill whatever is left of the worker: its process group and every descendant's group.
+
+    A plain worker's DataLoader workers share its group. torchrun starts each rank in a
+    session of its own, so the ranks (and their DataLoader workers) are found as descendants
+    and their groups killed too: a timeout leaves no rank behind, waiting in a collective.
+    """
+    import psutil
+
+    try:
+        descendants = psutil.Process(process.pid).children(recursive=True)
+    except psutil.Error:
+        descendants = []
+    groups = {process.pid}
+    for child in descendants:
+        with contextlib.suppress(OSError):
+            groups.add(os.getpgid(child.pid))
+    groups.discard(os.getpgrp())
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
+    for child in descendants:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
     process.wait()
+
+
+def _rank_exit_code(launcher_code: int | None, document: dict[str, Any]) -> int | None:
+    """torchrun's exit code in the worker's terms, so one classification serves both.
+
+    torchrun exits 1 whenever a rank failed; the ranks' documents say how. A timeout (None)
+    stays a timeout, and a failure no rank explained keeps the launcher's own code.
+    """
+    if launcher_code is None or launcher_code < 0:
+        return launcher_code
+    status = document.get("status")
+    codes = {"ok": 0, "error": WORKER_EXIT_ERROR, "usage_error": WORKER_EXIT_USAGE}
+    if status in codes and (launcher_code != 0 or status == "ok"):
+        return codes[str(status)]
+    return launcher_code if launcher_code not in (0, WORKER_EXIT_ERROR) else WORKER_EXIT_CRASH
 
 
 def _read_document(path: Path) -> dict[str, Any]:
@@ -121,6 +176,7 @@ def _classify(
     document: dict[str, Any],
     tail: str | None,
     timeout_s: float,
+    launcher: str = "worker",
 ) -> tuple[str, str | None]:
     """Map the way the process ended to a repeat status and error text."""
     reported = document.get("status")
@@ -139,7 +195,9 @@ def _classify(
     if exit_code < 0:
         name = signal.Signals(-exit_code).name
         hint = " (the kernel's out-of-memory killer sends this)" if name == "SIGKILL" else ""
-        reason = f"worker killed by {name}{hint}"
+        reason = f"{launcher} killed by {name}{hint}"
+    elif exit_code == WORKER_EXIT_CRASH:
+        reason = f"{launcher}: {document.get('error') or 'a rank wrote no result'}"
     else:
-        reason = f"worker exited with code {exit_code} without writing a result"
+        reason = f"{launcher} exited with code {exit_code} without writing a result"
     return "crashed", f"{reason}; output ends with: {tail}" if tail else reason

@@ -11,6 +11,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Literal
 
+from perfgate.distributed.summary import distributed_summary
 from perfgate.metrics import flops_per_step as per_step_flops
 from perfgate.metrics import peak_memory_values, steady_median
 from perfgate.result import FlopCount, RepeatResult, WorkloadSummary
@@ -64,6 +65,7 @@ def summarize_workload(
         first_step_s=statistics.median(firsts) if firsts else None,
         dataloader_wait_share=statistics.median(shares) if shares else None,
         final_loss=ok[0].losses[-1] if ok[0].losses else None,
+        **distributed_summary(ok),
     )
 
 

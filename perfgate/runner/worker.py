@@ -12,6 +12,10 @@ writes exactly one JSON document to OUT atomically. Exit codes:
 
 Anything else (a signal, ``os._exit``, an OOM kill, a missing OUT) is a crash, judged by the parent.
 
+Under ``torchrun`` (``perfgate run --nproc-per-node N``) every rank is such a worker: it joins
+the process group before building the workload (``perfgate.distributed.process_group``) and
+writes its own document next to OUT (``x.out.rank1.json``); the parent merges them.
+
 A spec with a ``"profile"`` entry asks for the profiling mode instead (``perfgate advise``): the
 same build and warm-up, then a ``torch.profiler`` window and no timed steps (see
 ``perfgate.advise.profile_window``). The timed path never imports it.
@@ -30,12 +34,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from perfgate.distributed.launch import rank_output_path
+from perfgate.distributed.process_group import launched_rank, process_group
 from perfgate.errors import UsageError
 from perfgate.result import write_json_atomic
 from perfgate.runner.canary import SlowdownInjector
 from perfgate.runner.steady import steady_start
 from perfgate.runner.timing import make_timer
-from perfgate.workloads.protocol import TrainingSetup, WorkloadContext
+from perfgate.workloads.protocol import DistributedContext, TrainingSetup, WorkloadContext
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -124,22 +130,36 @@ class BatchSource:
         return batch, time.perf_counter() - started
 
 
-def run_repeat(spec: dict[str, Any]) -> dict[str, Any]:
-    """Build the workload and measure it; returns the worker's JSON document."""
+def workload_context(
+    spec: dict[str, Any], distributed: DistributedContext | None
+) -> WorkloadContext:
+    """Pin the threads, seed torch and return the context the factory receives."""
     import torch
 
-    phases = {"start": time.time()}
     threads = spec.get("threads")
     if threads:
         torch.set_num_threads(int(threads))
     torch.manual_seed(spec["seed"])
-    context = WorkloadContext(
+    return WorkloadContext(
         device=spec["device"],
         preset=spec["preset"],
         params=spec["params"],
         knobs=spec["knobs"],
         seed=spec["seed"],
+        distributed=distributed,
     )
+
+
+def run_repeat(spec: dict[str, Any], distributed: DistributedContext | None) -> dict[str, Any]:
+    """Build the workload and measure it; returns the worker's JSON document.
+
+    On a distributed repeat every rank measures its own steps, and the first repeat's ranks then
+    profile a short communication window (``spec["communication"]``).
+    """
+    import torch
+
+    phases = {"start": time.time()}
+    context = workload_context(spec, distributed)
     reference = spec["factory"]
     setup = check_setup(load_factory(reference)(context), reference)
     source = BatchSource(setup.batches, reference)
@@ -154,7 +174,7 @@ def run_repeat(spec: dict[str, Any]) -> dict[str, Any]:
         phases,
         inject_slowdown=spec.get("inject_slowdown"),
     )
-    return {
+    document = {
         "status": "ok",
         "threads": torch.get_num_threads(),
         "flops": flops,
@@ -170,6 +190,20 @@ def run_repeat(spec: dict[str, Any]) -> dict[str, Any]:
         "phases": phases,
         **measured,
     }
+    window = spec.get("communication")
+    if distributed is not None:
+        document["rank"] = distributed.rank
+        document["world_size"] = distributed.world_size
+        document["backend"] = distributed.backend
+    if distributed is not None and window:
+        from perfgate.distributed.comm_window import measure_communication
+        from perfgate.distributed.launch import rank_trace_path
+
+        trace = rank_trace_path(Path(window["trace_path"]), distributed.rank)
+        document["communication"] = measure_communication(
+            setup, source, spec["device"], int(window["steps"]), trace
+        )
+    return document
 
 
 def count_step_flops(setup: TrainingSetup, source: BatchSource) -> dict[str, Any]:
@@ -297,11 +331,11 @@ def describe_device(device: str) -> dict[str, Any]:
     }
 
 
-def run_profile(spec: dict[str, Any]) -> dict[str, Any]:
+def run_profile(spec: dict[str, Any], distributed: DistributedContext | None) -> dict[str, Any]:
     """The profiling mode, imported only when a spec asks for it."""
     from perfgate.advise.profile_window import run_profile as profile_window
 
-    return profile_window(spec)
+    return profile_window(spec, distributed)
 
 
 def _jsonable(value: Any) -> Any:
@@ -326,14 +360,19 @@ def main(argv: list[str]) -> int:
     spec = json.loads(spec_path.read_text())
     for entry in reversed(spec.get("python_path", [])):
         sys.path.insert(0, entry)
+    launched = launched_rank()
+    if launched is not None:
+        out_path = rank_output_path(out_path, launched[0])
     try:
-        document = run_profile(spec) if spec.get("profile") else run_repeat(spec)
+        with process_group(spec["device"], spec["knobs"], float(spec["timeout_s"])) as group:
+            run = run_profile if spec.get("profile") else run_repeat
+            document = run(spec, group)
         code = 0
     except UsageError as exc:
-        document = {"status": "usage_error", "error": exc.one_line()}
+        document = {"status": "usage_error", "error": exc.one_line(), "failed_at": time.time()}
         code = EXIT_USAGE
     except Exception as exc:  # the workload's own failure: recorded, the run goes on
-        document = {"status": "error", "error": _error_text(exc)}
+        document = {"status": "error", "error": _error_text(exc), "failed_at": time.time()}
         code = EXIT_ERROR
     write_json_atomic(out_path, document)
     return code

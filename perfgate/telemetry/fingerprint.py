@@ -3,9 +3,11 @@
 A step time means nothing without the hardware and stack it was measured on, so every result
 carries this record, and the store only compares runs whose ``fingerprint_key`` matches.
 The key covers what makes two runs comparable (GPU model and count, MIG, driver, CUDA, cuDNN,
-torch, Python major.minor, CPU model and physical cores, thread count, device kind) and none of
-what varies between identical machines or from minute to minute (UUIDs, current clocks, free
-memory), which would make every run its own island.
+torch, Python major.minor, CPU model and physical cores, thread count, device kind, and for a
+distributed run its world size and backend) and none of what varies between identical machines
+or from minute to minute (UUIDs, current clocks, free memory), which would make every run its
+own island. Some facts are shown when they differ without refusing the comparison
+(``fingerprint_notes``): the NCCL version and NVLink.
 
 The hostname is deliberately absent: results travel into PR comments, artifacts and shared
 databases, where host names leak infrastructure details, and two identical machines with
@@ -17,6 +19,7 @@ facts come from NVML rather than ``torch.cuda``, which would create a CUDA conte
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -30,7 +33,13 @@ import psutil
 
 from perfgate.errors import UsageError
 from perfgate.telemetry.host import affinity_count, cpu_quota_cores
-from perfgate.telemetry.nvml import NvmlDevice, NvmlSession, Unavailable, open_nvml
+from perfgate.telemetry.nvml import (
+    NvmlDevice,
+    NvmlSession,
+    Unavailable,
+    nvlink_summary,
+    open_nvml,
+)
 
 PERFORMANCE_ENV_VARS: tuple[str, ...] = (
     "OMP_NUM_THREADS",
@@ -64,12 +73,20 @@ def collect_fingerprint(device: str, threads: int | None) -> dict[str, Any]:
     """
     from perfgate import __version__
 
-    gpu, gpu_reason = _gpu_facts(device)
+    ordinal = _cuda_ordinal(device) if device.startswith("cuda") else None
+    session = open_nvml() if ordinal is not None else None
+    try:
+        gpu, gpu_reason = _gpu_facts(device, ordinal, session)
+        distributed = distributed_facts(session)
+    finally:
+        if isinstance(session, NvmlSession):
+            session.close()
     return {
         "perfgate_version": __version__,
         "device": device.split(":")[0],
         "gpu": gpu,
         "gpu_unavailable_reason": gpu_reason,
+        "distributed": distributed,
         "torch": _torch_facts(),
         "python": {
             "version": platform.python_version(),
@@ -97,20 +114,19 @@ def performance_env(environ: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def _gpu_facts(device: str) -> tuple[dict[str, Any] | None, str | None]:
+def _gpu_facts(
+    device: str, ordinal: int | None, session: NvmlSession | Unavailable | None
+) -> tuple[dict[str, Any] | None, str | None]:
     """The GPU block (for the GPU ``device`` uses) or None with the reason."""
-    if not device.startswith("cuda"):
+    if ordinal is None or session is None:
         return None, f"device is {device!r}: no GPU in use"
-    ordinal = _cuda_ordinal(device)
-    session = open_nvml()
     if isinstance(session, Unavailable):
         return None, session.reason
-    with session:
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        nvml_device = session.device_for_cuda_ordinal(ordinal, visible)
-        if isinstance(nvml_device, Unavailable):
-            return None, nvml_device.reason
-        return _gpu_block(session, nvml_device, visible), None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    nvml_device = session.device_for_cuda_ordinal(ordinal, visible)
+    if isinstance(nvml_device, Unavailable):
+        return None, nvml_device.reason
+    return _gpu_block(session, nvml_device, visible), None
 
 
 def _cuda_ordinal(device: str) -> int:
@@ -127,13 +143,10 @@ def _gpu_block(
     session: NvmlSession, nvml_device: NvmlDevice, cuda_visible_devices: str | None
 ) -> dict[str, Any]:
     facts = nvml_device.facts()
-    count = session.device_count
-    if cuda_visible_devices is not None:
-        count = min(count, len([e for e in cuda_visible_devices.split(",") if e.strip()]))
     return {
         "model": facts.name,
         "uuid": facts.uuid,
-        "count": count,
+        "count": _visible_count(session, cuda_visible_devices),
         "nvml_index": facts.index,
         "memory_total_bytes": facts.memory_total_bytes,
         "mig_enabled": facts.mig_enabled,
@@ -146,6 +159,84 @@ def _gpu_block(
         "power_limit_w": facts.power_limit_w,
         "nvlink_active_links": facts.nvlink_active_links,
     }
+
+
+def distributed_facts(session: NvmlSession | Unavailable | None) -> dict[str, Any]:
+    """What multi-process training on this machine would run over: torch.distributed and its
+    backends, the NCCL version, the visible GPUs and their NVLink.
+
+    ``session`` is the NVML session of a CUDA run (None for a CPU run, which has no GPU
+    interconnect to describe). ``nvlink`` is True when any visible GPU has an active link, False
+    when NVML answers and none has, None when NVML cannot be asked. A distributed run adds its
+    ``world_size`` and ``backend`` with ``with_world``.
+    """
+    import torch
+
+    dist = torch.distributed
+    available = bool(dist.is_available())
+    nccl = available and bool(dist.is_nccl_available())
+    facts: dict[str, Any] = {
+        "torch_distributed": available,
+        "nccl_available": nccl,
+        "nccl_version": _nccl_version() if nccl else None,
+        "gloo_available": available and bool(dist.is_gloo_available()),
+        "gpu_count": None,
+        "nvlink": None,
+        "nvlink_active_links": None,
+    }
+    if isinstance(session, NvmlSession):
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        nvlink, links = nvlink_summary(session.visible_devices(visible))
+        count = _visible_count(session, visible)
+        facts.update(gpu_count=count, nvlink=nvlink, nvlink_active_links=links)
+    elif torch.version.cuda is None and torch.version.hip is None:
+        facts["gpu_count"] = 0  # a CPU-only build of torch: no GPU can be used, NVML or not
+    return facts
+
+
+def _nccl_version() -> str | None:
+    """NCCL's version as torch links it ("2.21.5"); None when it cannot be read.
+
+    ``torch.cuda.nccl.version()`` asks the library (it creates no CUDA context)."""
+    try:
+        import torch.cuda.nccl
+
+        return nccl_version_text(torch.cuda.nccl.version())
+    except (AttributeError, ImportError, RuntimeError):
+        return None
+
+
+def nccl_version_text(version: object) -> str | None:
+    """torch's ``(2, 21, 5)`` (with a suffix element when NCCL has one: ``(2, 21, 5, "a0")``),
+    or the version code older torch returned (``22105`` since NCCL 2.9, major·10000 + minor·100
+    + patch; ``2708`` before, major·1000) → ``"2.21.5"`` (``"2.21.5a0"``)."""
+    if isinstance(version, tuple | list) and version:
+        numbers = ".".join(str(part) for part in version if isinstance(part, int))
+        return numbers + "".join(str(part) for part in version if isinstance(part, str))
+    if isinstance(version, int) and not isinstance(version, bool) and version > 0:
+        major_unit = 10000 if version >= 10000 else 1000
+        major, rest = divmod(version, major_unit)
+        return f"{major}.{rest // 100}.{rest % 100}"
+    return None
+
+
+def with_world(fingerprint: Mapping[str, Any], world_size: int, backend: str) -> dict[str, Any]:
+    """A copy of ``fingerprint`` for a distributed run of ``world_size`` processes over
+    ``backend``: both become key fields, so its baselines are never those of another world."""
+    copied = copy.deepcopy(dict(fingerprint))
+    section = copied.get("distributed")
+    section = dict(section) if isinstance(section, Mapping) else {}
+    section.update(world_size=int(world_size), backend=str(backend))
+    copied["distributed"] = section
+    return copied
+
+
+def _visible_count(session: NvmlSession, cuda_visible_devices: str | None) -> int:
+    """GPUs the process may use: NVML's count, or fewer under ``CUDA_VISIBLE_DEVICES``."""
+    count = session.device_count
+    if cuda_visible_devices is not None:
+        count = min(count, len([e for e in cuda_visible_devices.split(",") if e.strip()]))
+    return count
 
 
 def _torch_facts() -> dict[str, Any]:
@@ -206,8 +297,22 @@ KEY_FIELDS: tuple[tuple[str, Callable[[Mapping[str, Any]], Any]], ...] = (
     ("CPU", lambda fp: _get(fp, "cpu", "model")),
     ("physical cores", lambda fp: _get(fp, "cpu", "physical_cores")),
     ("threads", lambda fp: _get(fp, "threads", "intra_op")),
+    ("world size", lambda fp: _get(fp, "distributed", "world_size")),
+    ("backend", lambda fp: _get(fp, "distributed", "backend")),
 )
 """The fields two runs must share to be compared, with the label used in differences."""
+
+KEYED_ONLY_WHEN_SET: frozenset[str] = frozenset({"world size", "backend"})
+"""Key fields that join the key only when set (``with_world``): a single-process run keeps the
+key it had before distributed runs existed, so its stored baselines still match."""
+
+NOTED_FIELDS: tuple[tuple[str, Callable[[Mapping[str, Any]], Any]], ...] = (
+    ("NCCL", lambda fp: _get(fp, "distributed", "nccl_version")),
+    ("NVLink", lambda fp: _get(fp, "distributed", "nvlink")),
+    ("NVLink links", lambda fp: _get(fp, "distributed", "nvlink_active_links")),
+)
+"""Fields worth showing when they differ that do not stop a comparison (``fingerprint_notes``):
+the NCCL version follows the torch build, NVLink the GPU model and count, which the key holds."""
 
 
 def comparability_fields(fp: Mapping[str, Any]) -> dict[str, Any]:
@@ -217,7 +322,12 @@ def comparability_fields(fp: Mapping[str, Any]) -> dict[str, Any]:
 
 def fingerprint_key(fp: Mapping[str, Any]) -> str:
     """SHA-256 (hex) over the comparability fields: equal keys mean comparable runs."""
-    canonical = json.dumps(comparability_fields(fp), sort_keys=True, separators=(",", ":"))
+    fields = {
+        label: value
+        for label, value in comparability_fields(fp).items()
+        if value is not None or label not in KEYED_ONLY_WHEN_SET
+    }
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -228,6 +338,16 @@ def fingerprint_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[
         f"{label}: {_show(before[label])} → {_show(after[label])}"
         for label in before
         if before[label] != after[label]
+    ]
+
+
+def fingerprint_notes(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """Differences on ``NOTED_FIELDS`` (``"NCCL: 2.21.5 → 2.26.2"``, a → b): shown to the
+    reader, never a reason to refuse the comparison (only ``fingerprint_differences`` is)."""
+    return [
+        f"{label}: {_show(getter(a))} → {_show(getter(b))}"
+        for label, getter in NOTED_FIELDS
+        if getter(a) != getter(b)
     ]
 
 

@@ -19,7 +19,7 @@ Use MFU for "how well is the GPU used"; use utilisation for "is the GPU idle, wa
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from types import ModuleType
 from typing import Any
@@ -65,8 +65,9 @@ _NVML_TEMPERATURE_GPU = 0
 _NVML_DEVICE_MIG_ENABLE = 1
 _NVML_FEATURE_ENABLED = 1
 _NVML_NVLINK_MAX_LINKS = 18
-"""Hopper's link count; Blackwell reports the same 18 per GPU. Probing stops at the first link
-index the driver rejects, so the bound only caps the number of calls."""
+"""NVML's NVML_NVLINK_MAX_LINKS (Hopper's link count; Blackwell reports the same 18 per GPU),
+for bindings that do not export it. Each link index is probed on its own: an index the GPU does
+not have, or a GPU without NVLink, raises for that link only."""
 
 _INIT_REASONS: dict[int, str] = {
     _NVML_ERROR_LIBRARY_NOT_FOUND: "NVML library not found (no NVIDIA driver)",
@@ -176,7 +177,7 @@ class NvmlDevice:
             applications_sm_clock_mhz=_int(app_sm),
             default_applications_sm_clock_mhz=_int(default_sm),
             clocks_locked=self._applications_clocks_set(),
-            nvlink_active_links=self._nvlink_active_links(),
+            nvlink_active_links=self.nvlink_active_links(),
         )
 
     def _applications_clocks_set(self) -> bool | None:
@@ -191,15 +192,15 @@ class NvmlDevice:
         known = [(current, default) for current, default in pairs if None not in (current, default)]
         return any(current != default for current, default in known) if known else None
 
-    def _nvlink_active_links(self) -> int | None:
-        """Active NVLink links; None when the GPU has no NVLink or the driver will not say."""
-        active = 0
-        for link in range(_NVML_NVLINK_MAX_LINKS):
-            state = self._query("nvmlDeviceGetNvLinkState", link)
-            if state is None:
-                return active if link else None
-            active += state == _NVML_FEATURE_ENABLED
-        return active
+    def nvlink_active_links(self) -> int | None:
+        """Active NVLink links; None when the GPU has no NVLink or the driver will not say.
+
+        ``nvmlDeviceGetNvLinkState`` raises for a link the GPU lacks (and for every link of a
+        GPU without NVLink), so each link is asked on its own and a failure costs only it."""
+        limit = _int(getattr(self._nvml, "NVML_NVLINK_MAX_LINKS", None)) or _NVML_NVLINK_MAX_LINKS
+        states = [self._query("nvmlDeviceGetNvLinkState", link) for link in range(limit)]
+        known = [state for state in states if state is not None]
+        return sum(state == _NVML_FEATURE_ENABLED for state in known) if known else None
 
     def sample(self) -> GpuSample:
         """Read the fast-changing counters once (about a dozen cheap driver calls)."""
@@ -290,6 +291,15 @@ class NvmlSession:
             )
         return self._device_by_uuid_prefix(entry)
 
+    def visible_devices(self, cuda_visible_devices: str | None) -> list[NvmlDevice]:
+        """The GPUs this process may use (``CUDA_VISIBLE_DEVICES`` applied), in CUDA order;
+        an entry NVML cannot resolve (a MIG instance, an unknown UUID) is left out."""
+        count = self.device_count
+        if cuda_visible_devices is not None:
+            count = len([e for e in cuda_visible_devices.split(",") if e.strip()])
+        devices = [self.device_for_cuda_ordinal(i, cuda_visible_devices) for i in range(count)]
+        return [device for device in devices if isinstance(device, NvmlDevice)]
+
     def _device_by_uuid_prefix(self, prefix: str) -> NvmlDevice | Unavailable:
         """The one GPU whose UUID starts with ``prefix`` (CUDA accepts unique prefixes)."""
         matches = [
@@ -307,6 +317,16 @@ class NvmlSession:
         if handle is None:
             return ""
         return _text(_call(self._nvml, "nvmlDeviceGetUUID", handle)) or ""
+
+
+def nvlink_summary(devices: Sequence[NvmlDevice]) -> tuple[bool, int | None]:
+    """Whether any of ``devices`` has an active NVLink, and their active links summed (None when
+    no GPU could say: no NVLink hardware, or the driver refuses). NVML itself must work: where
+    it does not, the caller has no devices and records None for both."""
+    links = [device.nvlink_active_links() for device in devices]
+    known = [count for count in links if count is not None]
+    total = sum(known) if known else None
+    return bool(total), total
 
 
 def open_nvml() -> NvmlSession | Unavailable:

@@ -7,16 +7,20 @@ models at import time.
 
 from __future__ import annotations
 
-from perfgate.workloads import datapipe, gpt, mlp, resnet
+from perfgate.workloads import datapipe, ddp, gpt, mlp, resnet
 from perfgate.workloads.definition import WorkloadDefinition
 
 BUILTIN_WORKLOADS: dict[str, WorkloadDefinition] = {
-    module.DEFINITION.name: module.DEFINITION for module in (gpt, resnet, mlp, datapipe)
+    module.DEFINITION.name: module.DEFINITION for module in (gpt, resnet, mlp, datapipe, ddp)
 }
-"""Built-in workload name → definition (``gpt``, ``resnet``, ``mlp``, ``datapipe``)."""
+"""Built-in workload name → definition (``gpt``, ``resnet``, ``mlp``, ``datapipe``, ``ddp``)."""
+
+SINGLE_PROCESS = tuple(name for name, d in BUILTIN_WORKLOADS.items() if not d.distributed)
 
 SUITES: dict[str, tuple[tuple[str, str], ...]] = {
-    preset: tuple((name, preset) for name in BUILTIN_WORKLOADS) for preset in ("smoke", "full")
+    **{preset: tuple((name, preset) for name in SINGLE_PROCESS) for preset in ("smoke", "full")},
+    "distributed": (("ddp", "smoke"), ("ddp", "resnet-smoke")),
 }
 """Suite name → ``(workload, preset)`` pairs: ``smoke`` is seconds on a CPU (CI, plumbing
-checks), ``full`` is sized for a datacenter GPU."""
+checks), ``full`` is sized for a datacenter GPU; both single-process. ``distributed`` runs the
+``ddp`` workload over both models (with ``--nproc-per-node``, one process group per repeat)."""

@@ -49,11 +49,14 @@ def builtin_definition(
     knob_names: Sequence[str],
     module_file: str,
     version: int = 1,
+    extra_files: Sequence[str] = (),
+    distributed: bool = False,
 ) -> WorkloadDefinition:
     """The definition of a built-in workload living in ``perfgate/workloads/<name>.py``.
 
     Its hash covers the module's own source and this file: a change to the shared step or to the
-    knob handling changes what every built-in measures.
+    knob handling changes what every built-in measures. ``extra_files`` are other modules it
+    builds on (``ddp`` trains the ``gpt`` and ``resnet`` models).
     """
     return WorkloadDefinition(
         name=name,
@@ -63,7 +66,12 @@ def builtin_definition(
         description=description,
         presets=presets,
         knobs={knob: STANDARD_KNOBS[knob] for knob in knob_names},
-        source_files=(Path(module_file).resolve(), Path(__file__).resolve()),
+        source_files=(
+            Path(module_file).resolve(),
+            Path(__file__).resolve(),
+            *(Path(name).resolve() for name in extra_files),
+        ),
+        distributed=distributed,
     )
 
 
@@ -175,8 +183,8 @@ class Training:
     model: nn.Module
     """The model the timed step calls (compiled when ``compile`` is on)."""
     optimizer: torch.optim.AdamW
-    step: Callable[[Batch], torch.Tensor]
-    flop_step: Callable[[Batch], torch.Tensor] | None
+    step: Callable[[Batch | MicroBatches], torch.Tensor]
+    flop_step: Callable[[Batch | MicroBatches], torch.Tensor] | None
     """The same step on the eager model when ``step`` is compiled, for FLOP counting."""
     compute_dtype: str
     info: Mapping[str, Any]
@@ -250,29 +258,58 @@ def train_step(
     device: str,
     autocast: Callable[[], AbstractContextManager[Any]],
     scaler: torch.amp.GradScaler | None,
-) -> Callable[[Batch], torch.Tensor]:
+) -> Callable[[Batch | MicroBatches], torch.Tensor]:
     """One full training step on one batch, returning the detached loss.
 
     The loss is not read with ``.item()``: the runner collects losses without forcing a device
     synchronisation per step. Gradients are dropped with ``set_to_none=True`` so no memset is
     timed.
+
+    A :class:`MicroBatches` batch is gradient accumulation: each micro-batch's loss is scaled by
+    1/k and back-propagated, all but the last under the model's ``no_sync()`` when it has one
+    (DistributedDataParallel), so gradients are all-reduced once per optimizer step.
     """
 
-    def step(batch: Batch) -> torch.Tensor:
-        inputs, targets = (tensor.to(device, non_blocking=True) for tensor in batch)
-        optimizer.zero_grad(set_to_none=True)
-        with autocast():
-            loss = loss_fn(model(inputs), targets)
+    def backward(loss: torch.Tensor) -> None:
         if scaler is None:
             loss.backward()
-            optimizer.step()
         else:
             scaler.scale(loss).backward()
+
+    def step(batch: Batch | MicroBatches) -> torch.Tensor:
+        micro = batch if isinstance(batch, MicroBatches) else (batch,)
+        optimizer.zero_grad(set_to_none=True)
+        total: torch.Tensor | None = None
+        for index, (inputs, targets) in enumerate(micro):
+            inputs = inputs.to(device, non_blocking=True)
+            targets = targets.to(device, non_blocking=True)
+            last = index == len(micro) - 1
+            with contextlib.nullcontext() if last else _no_sync(model):
+                with autocast():
+                    loss = loss_fn(model(inputs), targets)
+                    if len(micro) > 1:
+                        loss = loss / len(micro)
+                backward(loss)
+            total = loss.detach() if total is None else total + loss.detach()
+        if scaler is None:
+            optimizer.step()
+        else:
             scaler.step(optimizer)
             scaler.update()
-        return loss.detach()
+        assert total is not None
+        return total
 
     return step
+
+
+class MicroBatches(tuple[Batch, ...]):
+    """The micro-batches of one optimizer step (gradient accumulation), oldest first."""
+
+
+def _no_sync(model: nn.Module) -> AbstractContextManager[Any]:
+    """DDP's ``no_sync()`` (also through a ``torch.compile`` wrapper); a no-op for other models."""
+    no_sync = getattr(model, "no_sync", None)
+    return no_sync() if callable(no_sync) else contextlib.nullcontext()
 
 
 def optimizer_info(optimizer: torch.optim.Optimizer) -> dict[str, Any]:

@@ -43,6 +43,9 @@ class WorkloadDefinition:
     """Extra ``sys.path`` entries for the worker (a user project's root)."""
     default_knobs: Mapping[str, KnobValue] = field(default_factory=dict)
     """Knob values set in configuration, applied under any ``--knob`` overrides."""
+    distributed: bool = False
+    """Trains under ``torch.distributed``: every repeat is a torchrun of
+    ``--nproc-per-node`` ranks (1 by default), each handed the process group."""
 
     def preset_params(self, preset: str) -> Mapping[str, Any]:
         """The parameters of ``preset``, or a usage error naming the presets that exist."""

@@ -113,6 +113,32 @@ STANDARD_KNOBS: dict[str, KnobSpec] = {
             False,
             "deliberately non-contiguous activations (transposed views copied each step)",
         ),
+        KnobSpec(
+            "backend",
+            str,
+            "auto",
+            "torch.distributed backend (auto: nccl on GPUs, gloo on CPU)",
+            choices=("auto", "gloo", "nccl"),
+        ),
+        KnobSpec("bucket_cap_mb", int, 25, "DDP gradient bucket size in MiB (DDP's default 25)"),
+        KnobSpec(
+            "gradient_as_bucket_view",
+            bool,
+            False,
+            "DDP gradients as views into the all-reduce buckets (saves a copy per bucket)",
+        ),
+        KnobSpec(
+            "grad_accumulation",
+            int,
+            1,
+            "micro-batches per optimizer step, all but the last under DDP's no_sync()",
+        ),
+        KnobSpec(
+            "uneven_batches",
+            bool,
+            False,
+            "the last rank gets four times the batch: a planted load imbalance",
+        ),
     )
 }
 

@@ -21,6 +21,25 @@ KnobValue = bool | int | float | str | None
 
 
 @dataclass(frozen=True, kw_only=True)
+class DistributedContext:
+    """The process group a factory runs in, when the runner launched it under ``torchrun``.
+
+    The runner initialises the default process group before it calls the factory (and destroys
+    it after the last step), so a factory only wraps its model (``DistributedDataParallel``) and
+    shards its data by ``rank``; on a GPU the current CUDA device is already ``local_rank``.
+    """
+
+    rank: int
+    """Global rank of this process (0 … world_size − 1)."""
+    local_rank: int
+    """Rank on this node: the GPU this process uses."""
+    world_size: int
+    """Number of processes training together."""
+    backend: str
+    """``gloo`` or ``nccl``: the backend the process group was initialised with."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class WorkloadContext:
     """What the runner hands to a factory."""
 
@@ -34,6 +53,8 @@ class WorkloadContext:
     """Resolved knob values (defaults merged with config and ``--knob`` overrides)."""
     seed: int
     """Seed for every random procedure of the workload (weights and synthetic data)."""
+    distributed: DistributedContext | None = None
+    """The process group, for a run launched with ``--nproc-per-node``; None otherwise."""
 
 
 @dataclass(kw_only=True)

@@ -40,6 +40,7 @@ def user_definition(spec: UserWorkloadConfig, root: Path) -> WorkloadDefinition:
         source_files=(module_file, *extra),
         python_path=(str(root),),
         default_knobs=dict(spec.knobs),
+        distributed=spec.distributed,
     )
 
 

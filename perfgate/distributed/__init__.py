@@ -1,0 +1,1 @@
+"""Distributed training: launching ranks under torchrun, merging their results, communication."""

@@ -1,0 +1,66 @@
+"""Parent side of a distributed repeat: the ``torchrun`` command line and where each rank writes.
+
+perfgate does not build its own launcher: a distributed repeat is one ``torchrun`` (run as
+``python -m torch.distributed.run``, so it is the torch of the same interpreter) with
+``--standalone`` rendezvous on a free local port, and the usual worker module as its entry point.
+torchrun owns the ranks' life cycle: when one rank fails it stops the others, so a crash on rank
+1 does not leave rank 0 waiting in an all-reduce forever. The parent still enforces its own
+timeout on the whole tree (see ``perfgate.runner.process``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from perfgate.distributed.process_group import resolve_backend
+
+if TYPE_CHECKING:
+    from perfgate.runner.plan import PlannedWorkload
+
+MONITOR_INTERVAL_S = 0.1
+"""How often torchrun checks its ranks: a failed rank stops the others within this long."""
+
+
+def torchrun_command(nproc_per_node: int, spec_path: Path, out_path: Path) -> list[str]:
+    """The command that runs one repeat on ``nproc_per_node`` ranks of this machine."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc_per_node}",
+        "--max-restarts=0",
+        f"--monitor-interval={MONITOR_INTERVAL_S}",
+        "-m",
+        "perfgate.runner.worker",
+        str(spec_path),
+        str(out_path),
+    ]
+
+
+def rank_output_path(out_path: Path, rank: int) -> Path:
+    """Where rank ``rank`` writes its document: ``x.out.json`` → ``x.out.rank1.json``."""
+    return out_path.with_name(f"{out_path.stem}.rank{rank}{out_path.suffix}")
+
+
+def rank_trace_path(trace_path: Path, rank: int) -> Path:
+    """Where rank ``rank`` exports its profiler trace; rank 0 keeps the path it was given."""
+    return trace_path if rank == 0 else rank_output_path(trace_path, rank)
+
+
+def run_world(
+    plan: Sequence[PlannedWorkload], nproc_per_node: int, device: str
+) -> tuple[int, str] | None:
+    """``(world size, backend)`` of a run with distributed workloads, for its fingerprint.
+
+    Baselines are keyed by the fingerprint, and a step on 2 ranks is not a step on 4, nor one
+    over gloo one over NCCL. None when the run has no distributed workload.
+    """
+    distributed = [p for p in plan if p.definition.distributed]
+    if not distributed:
+        return None
+    backends = sorted({resolve_backend(device, p.knobs) for p in distributed})
+    return nproc_per_node, "+".join(backends)
