@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
-from perfgate.telemetry.fingerprint import cpu_model
+from perfgate.telemetry.fingerprint import cpu_model, distributed_facts
 from perfgate.telemetry.host import (
     HostProbe,
     affinity_count,
@@ -54,10 +54,34 @@ def diagnose_machine() -> list[Capability]:
         _cpu(),
         _threads(),
         _process_metrics(),
+        _distributed(session if isinstance(session, NvmlSession) else None),
         _compile(torch),
         _profiler(),
         _flop_counter(),
     ]
+
+
+def _distributed(session: NvmlSession | None) -> Capability:
+    """What ``--nproc-per-node`` would train over: torch.distributed, gloo, NCCL, NVLink."""
+    facts = distributed_facts(session)
+    if not facts["torch_distributed"]:
+        return Capability(
+            "torch.distributed",
+            False,
+            "this torch build has no torch.distributed: distributed workloads cannot run",
+            facts,
+        )
+    parts = [
+        "gloo (CPU ranks)" if facts["gloo_available"] else "no gloo: no CPU ranks",
+        f"NCCL {facts['nccl_version'] or ''} (GPU ranks)".replace("  ", " ")
+        if facts["nccl_available"]
+        else "no NCCL" + (": GPU ranks would need gloo" if facts["gpu_count"] else ""),
+    ]
+    if facts["nvlink"] is not None:
+        links = facts["nvlink_active_links"]
+        parts.append(f"NVLink: {links} active links" if facts["nvlink"] else "no active NVLink")
+    parts.append("--nproc-per-node launches ranks through torchrun")
+    return Capability("torch.distributed", bool(facts["gloo_available"]), "; ".join(parts), facts)
 
 
 def _torch_build(torch: Any) -> Capability:

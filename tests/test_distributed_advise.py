@@ -36,8 +36,8 @@ def test_uneven_shards_draw_the_rank_imbalance_advice(tmp_path: Path, perfgate_c
     assert evidence["model_wrapper"] == "DistributedDataParallel"
     assert evidence["ddp_bucket_cap_mb"] == 25
     assert evidence["grad_accumulation_steps"] == 1
-    # Rank 1 computes four times the batch (0.6-0.7 measured): over the rule's CPU threshold.
-    assert evidence["rank_imbalance"] >= 0.25
+    # Rank 1 computes four times the batch (0.47-0.71 measured): over the rule's CPU 0.3.
+    assert evidence["rank_imbalance"] >= 0.3
     fired = {item["rule_id"]: item for item in planted["advice"]}
     assert "rank-imbalance" in fired
     assert "communication-exposed" in fired

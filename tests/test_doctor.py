@@ -65,3 +65,11 @@ def test_cpu_facts(capabilities: dict[str, Capability]) -> None:
     threads = capabilities["threads"]
     assert 1 <= threads.facts["threads"] <= cpu.facts["affinity_count"]
     assert capabilities["process metrics"].ok is True
+
+
+def test_distributed_backends_are_reported(capabilities: dict[str, Capability]) -> None:
+    found = capabilities["torch.distributed"]
+    assert found.ok is True  # gloo ships with every torch build this project supports
+    assert found.detail.startswith("gloo (CPU ranks); no NCCL;")  # a CPU-only torch build
+    assert "torchrun" in found.detail
+    assert found.facts["gloo_available"] is True and found.facts["gpu_count"] == 0

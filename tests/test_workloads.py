@@ -18,13 +18,13 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from perfgate.errors import UsageError
-from perfgate.workloads import common, datapipe, gpt, mlp, resnet
+from perfgate.workloads import common, datapipe, ddp, gpt, mlp, resnet
 from perfgate.workloads.builtin import BUILTIN_WORKLOADS, SUITES
 from perfgate.workloads.knobs import STANDARD_KNOBS
 from perfgate.workloads.protocol import KnobValue, TrainingSetup, WorkloadContext
 
 NAMES = ("gpt", "resnet", "mlp", "datapipe")
-MODULES = {"gpt": gpt, "resnet": resnet, "mlp": mlp, "datapipe": datapipe}
+MODULES = {"gpt": gpt, "resnet": resnet, "mlp": mlp, "datapipe": datapipe, "ddp": ddp}
 
 
 def build(name: str, seed: int = 0, preset: str = "smoke", **knobs: KnobValue) -> TrainingSetup:
@@ -412,10 +412,11 @@ def test_pin_memory_knob_reaches_the_dataloader() -> None:
 # --- registry and definitions ---------------------------------------------------------------
 
 
-def test_registry_holds_the_four_builtins() -> None:
-    assert tuple(BUILTIN_WORKLOADS) == NAMES
+def test_registry_holds_the_builtins() -> None:
+    assert tuple(BUILTIN_WORKLOADS) == (*NAMES, "ddp")
     common_file = Path(common.__file__).resolve()
-    for name, definition in BUILTIN_WORKLOADS.items():
+    for name in NAMES:
+        definition = BUILTIN_WORKLOADS[name]
         module = MODULES[name]
         assert definition is module.DEFINITION
         assert definition.factory == f"perfgate.workloads.{name}:build"
@@ -423,6 +424,14 @@ def test_registry_holds_the_four_builtins() -> None:
         assert definition.source_files == (Path(str(module.__file__)).resolve(), common_file)
         assert set(definition.presets) == {"smoke", "full"}
         assert all(definition.knobs[k] is STANDARD_KNOBS[k] for k in definition.knobs)
+        assert not definition.distributed
+    distributed = BUILTIN_WORKLOADS["ddp"]
+    assert distributed.distributed and distributed.factory == "perfgate.workloads.ddp:build"
+    # ddp trains the gpt and resnet models: their code is part of what it measures
+    assert distributed.source_files == tuple(
+        Path(str(m.__file__)).resolve() for m in (ddp, common, gpt, resnet)
+    )
+    assert set(distributed.presets) == {"smoke", "full", "resnet-smoke", "resnet-full"}
 
 
 def test_each_workload_honours_the_knobs_it_says() -> None:
@@ -432,11 +441,15 @@ def test_each_workload_honours_the_knobs_it_says() -> None:
     assert knobs["resnet"] == shared | {"channels_last", "non_contiguous"}
     assert knobs["mlp"] == shared | {"non_contiguous"}
     assert knobs["datapipe"] == shared | {"num_workers", "pin_memory"}
+    assert knobs["ddp"] == shared | {
+        "backend", "bucket_cap_mb", "gradient_as_bucket_view", "grad_accumulation",
+        "uneven_batches",
+    }  # fmt: skip
 
 
 def test_suites_cover_every_builtin_at_their_preset() -> None:
     expected = {preset: tuple((name, preset) for name in NAMES) for preset in ("smoke", "full")}
-    assert expected == SUITES
+    assert {**expected, "distributed": (("ddp", "smoke"), ("ddp", "resnet-smoke"))} == SUITES
 
 
 def test_cycling_batches_restart_at_the_first_batch() -> None:

@@ -50,8 +50,8 @@ from perfgate.workloads.protocol import (
 UNEVEN_FACTOR = 4
 """``uneven_batches``: the last rank's batch is this many times the others'. Large enough that
 the imbalance stands above what ranks sharing a small CPU measure of each other anyway (up to
-about 0.18 of compute on a loaded 2-core box): a tiny model's step does not grow in proportion
-to its batch, so twice the batch made under 0.2."""
+0.23 of compute on a loaded 2-core box; 0.47-0.71 planted): a tiny model's step does not grow in
+proportion to its batch, so twice the batch read under 0.2."""
 
 DEFINITION = builtin_definition(
     name="ddp",
