@@ -25,6 +25,7 @@ echo "== doctor"
 python3 -m perfgate doctor
 
 status=0
+python3 -m perfgate doctor --peak --device cuda --json "$out/ceilings.json" || status=1
 echo "== smoke presets on the GPU (CUDA events, NVML sampler)"
 python3 -m perfgate run --device cuda --suite smoke --repeats 2 --steps 20 --warmup 3 \
   --no-store --out "$out/gpu-smoke.json" || status=1

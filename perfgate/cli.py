@@ -18,6 +18,7 @@ from perfgate.cli_advise import advise_command
 from perfgate.cli_baseline import baseline_app
 from perfgate.cli_calibrate import calibrate
 from perfgate.cli_compare import compare
+from perfgate.cli_diagnose import diagnose_command
 from perfgate.cli_report import report_command
 from perfgate.cli_rules import rules_app
 from perfgate.config import load_config
@@ -113,6 +114,7 @@ def run(
     )
     outcome = guarded(lambda: _measure(config, selection, device, out, not no_store, trigger))
     from perfgate.report.run_summary import (
+        diagnosis_lines,
         distributed_lines,
         failure_lines,
         mfu_notes,
@@ -120,7 +122,12 @@ def run(
     )
 
     console.print(summary_table(outcome.result))
-    for note in [*distributed_lines(outcome.result), *mfu_notes(outcome.result)]:
+    lines = [
+        *distributed_lines(outcome.result),
+        *mfu_notes(outcome.result),
+        *diagnosis_lines(outcome.result),
+    ]
+    for note in lines:
         console.print(note, highlight=False, markup=False)
     if slowdown:
         console.print(
@@ -193,20 +200,50 @@ def _measure(
 
 
 @app.command()
-def doctor() -> None:
-    """What this machine can measure (GPU, NVML, clocks, torch build) and what it can't."""
+def doctor(
+    peak: bool = typer.Option(
+        False, "--peak", help="measure this machine's ceilings (matmul, bandwidth) and store them"
+    ),
+    device: str = typer.Option("auto", help="--peak: cpu, cuda or auto"),
+    threads: int | None = typer.Option(
+        None, help="intra-op CPU threads (default: config, else physical cores, as run pins)"
+    ),
+    json_out: Path | None = typer.Option(None, "--json", help="--peak: also write them here"),
+    config: Path | None = CONFIG_OPTION,
+) -> None:
+    """What this machine can measure (GPU, NVML, clocks, torch build) and what it can't;
+    with --peak, its measured ceilings."""
     from rich.table import Table
 
     from perfgate.doctor import diagnose_machine
 
+    if peak:
+        _doctor_peak(device, threads, json_out, config)
+        return
+    settings = guarded(lambda: load_config(config))
     table = Table(title="perfgate doctor", title_justify="left")
     table.add_column("capability")
     table.add_column("status")
     table.add_column("detail")
-    for capability in diagnose_machine():
+    for capability in diagnose_machine(settings.root, threads or settings.threads):
         mark = {True: "[green]yes[/green]", False: "[red]no[/red]", None: "[yellow]n/a[/yellow]"}
         table.add_row(capability.name, mark[capability.ok], capability.detail)
     console.print(table)
+
+
+def _doctor_peak(
+    device: str, threads: int | None, json_out: Path | None, config_path: Path | None
+) -> None:
+    """``doctor --peak``: measure, store per fingerprint, print the table and where."""
+    from perfgate.ceilings.peak import doctor_peak
+    from perfgate.ceilings.report import ceilings_table
+
+    outcome = guarded(lambda: doctor_peak(load_config(config_path), device, threads, json_out))
+    console.print(ceilings_table(outcome.ceilings))
+    key = outcome.ceilings.fingerprint_key[:12]
+    console.print(f"stored in {outcome.path} (environment {key})", highlight=False)
+    if json_out is not None:
+        console.print(f"written to {json_out}", highlight=False)
 
 
 @app.command()
@@ -282,6 +319,7 @@ app.add_typer(baseline_app, name="baseline")
 app.add_typer(rules_app, name="rules")
 app.command("compare")(compare)
 app.command("advise")(advise_command)
+app.command("diagnose")(diagnose_command)
 app.command("calibrate")(calibrate)
 app.command("report")(report_command)
 

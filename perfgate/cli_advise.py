@@ -91,9 +91,13 @@ def advise_command(
 
 def advice_table(result: WorkloadAdvice) -> Table:
     """Ranked advice of one workload with the evidence behind each and, if run, the proof."""
+    bound = f" · {result.diagnosis.label}" if result.diagnosis is not None else ""
     table = Table(
-        title=f"perfgate advise · {result.name}@{result.preset} · {len(result.advice)} advice",
+        title=f"perfgate advise · {result.name}@{result.preset}{bound} · "
+        f"{len(result.advice)} advice",
         title_justify="left",
+        caption=result.diagnosis.reason if result.diagnosis is not None else None,
+        caption_justify="left",
     )
     for header in ("#", "tier", "saving", "advice", "evidence", "status", "measured"):
         table.add_column(header)

@@ -14,6 +14,7 @@ import importlib.util
 import os
 import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from perfgate.telemetry.fingerprint import cpu_model, distributed_facts
@@ -40,8 +41,12 @@ class Capability:
     facts: dict[str, Any] = field(default_factory=dict)
 
 
-def diagnose_machine() -> list[Capability]:
-    """Every capability, in the order a reader needs them: stack, GPUs, CPU, tools."""
+def diagnose_machine(root: Path | None = None, threads: int | None = None) -> list[Capability]:
+    """Every capability, in the order a reader needs them: stack, GPUs, CPU, tools.
+
+    ``root`` is the project root whose ``.perfgate/ceilings.json`` is checked for this
+    environment's measured ceilings (default: the working directory); ``threads`` the thread
+    count runs pin (default: one per physical core)."""
     import torch
 
     capabilities = [_torch_build(torch), _cuda(torch)]
@@ -53,6 +58,7 @@ def diagnose_machine() -> list[Capability]:
         *capabilities,
         _cpu(),
         _threads(),
+        _ceilings(torch, root or Path.cwd(), threads or default_thread_count()),
         _process_metrics(),
         _distributed(session if isinstance(session, NvmlSession) else None),
         _compile(torch),
@@ -321,6 +327,44 @@ def _threads() -> Capability:
         f"perfgate pins {threads} intra-op thread(s) (one per "
         "available physical core) unless --threads or the config says otherwise",
         {"threads": threads},
+    )
+
+
+def _ceilings(torch: Any, root: Path, threads: int) -> Capability:
+    """Whether ``perfgate doctor --peak`` has measured this environment's ceilings, so runs
+    report the fraction of the measured ceiling next to MFU."""
+    from perfgate.ceilings.store import ceilings_path, environment_key, stored_ceilings
+    from perfgate.errors import UsageError
+    from perfgate.telemetry.fingerprint import collect_fingerprint
+
+    name = "measured ceilings"
+    path = ceilings_path(root)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    key = environment_key(collect_fingerprint(device, threads))
+    try:
+        stored = stored_ceilings(root, key)
+    except UsageError as exc:
+        return Capability(name, False, exc.one_line(), {"path": str(path)})
+    facts: dict[str, Any] = {"path": str(path), "fingerprint_key": key, "device": device}
+    if stored is None:
+        return Capability(
+            name,
+            False,
+            f"none stored for this environment ({device}, {threads} thread(s)) in {path}: "
+            "runs report MFU only; run `perfgate doctor --peak` to measure them",
+            facts,
+        )
+    figures = ", ".join(
+        f"{dtype} {tflops * 1e3:.1f} GFLOP/s" if tflops < 1 else f"{dtype} {tflops:.1f} TFLOP/s"
+        for dtype, tflops in stored.matmul_tflops.items()
+    )
+    facts.update(measured_at=stored.measured_at, matmul_tflops=stored.matmul_tflops)
+    return Capability(
+        name,
+        True,
+        f"matmul {figures} on {device}, measured {stored.measured_at[:10]} "
+        f"(doctor --peak, {path}): runs report the fraction of this ceiling",
+        facts,
     )
 
 

@@ -9,7 +9,9 @@ Format history (``SCHEMA_VERSION``):
 - 1 (perfgate 0.1, 2026-11): first version; ``source.subject`` (optional) added 2026-11-30;
   distributed runs (optional, written only when set) added 2026-12-01: ``settings.nproc_per_node``,
   ``repeat.slowest_rank`` and ``repeat.ranks``, and the summary's ``world_size``,
-  ``rank_spread``, ``communication_*`` and ``rank_imbalance``.
+  ``rank_spread``, ``communication_*`` and ``rank_imbalance``; measured ceilings (optional,
+  written only when set) added 2026-12-02: the summary's ``ceiling_tflops``, ``ceiling_fraction``
+  and ``ceiling_measured_at``.
 
 Readers call :func:`load_result`, which validates against ``schema/result-v1.json`` and refuses
 documents from a newer perfgate with a clear error, instead of misreading them.
@@ -146,6 +148,14 @@ class WorkloadSummary:
     """Fraction of collective time hidden behind computation, mean over ranks."""
     rank_imbalance: float | None = None
     """(most − least) / most busy compute time across ranks in the profiled window."""
+    ceiling_tflops: float | None = None
+    """The measured matmul ceiling (``perfgate doctor --peak``) of this environment for the
+    compute dtype (fp32 on a CPU); null when none is stored."""
+    ceiling_fraction: float | None = None
+    """Achieved TFLOP/s ÷ ``ceiling_tflops``: how far from what this machine really does
+    (MFU says how far from the datasheet; a CPU run has this figure and no MFU)."""
+    ceiling_measured_at: str | None = None
+    """When the ceiling was measured (ISO time), for the reader to judge its age."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -234,29 +244,34 @@ class RunResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the on-disk form), with the derived ``status`` included.
 
-        Fields added to version 1 for distributed runs are written only when they hold a value,
-        so a single-process run's document is the one an older perfgate wrote, byte for byte
-        (its stored digest still matches when it is ingested again).
+        Fields added to version 1 for distributed runs and measured ceilings are written only
+        when they hold a value, so a single-process run without ceilings is the document an
+        older perfgate wrote, byte for byte (its stored digest still matches when it is
+        ingested again).
         """
         data = asdict(self)
         data["status"] = self.status
         _drop_defaults(data["settings"], {"nproc_per_node": 1})
         for workload in data["workloads"]:
             if workload["summary"] is not None:
-                _drop_defaults(workload["summary"], dict.fromkeys(_DISTRIBUTED_SUMMARY))
+                _drop_defaults(workload["summary"], dict.fromkeys(_OPTIONAL_SUMMARY))
             for repeat in workload["repeats"]:
                 _drop_defaults(repeat, {"slowest_rank": None, "ranks": None})
         return data
 
 
-_DISTRIBUTED_SUMMARY = (
+_OPTIONAL_SUMMARY = (
     "world_size",
     "rank_spread",
     "communication_share",
     "communication_exposed_share",
     "communication_overlap",
     "rank_imbalance",
+    "ceiling_tflops",
+    "ceiling_fraction",
+    "ceiling_measured_at",
 )
+"""Summary fields added to version 1 that are dropped from the document when null."""
 
 
 def _drop_defaults(data: dict[str, Any], defaults: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate import __version__
+from perfgate.ceilings.store import lookup_ceilings
 from perfgate.config import Config
 from perfgate.distributed.launch import run_world
 from perfgate.errors import InfrastructureError, UsageError
@@ -104,8 +105,10 @@ def execute_run(
     path = out or default_output_path(config.root, run_id)
     check_writable(path)
     environment = run_fingerprint(plan, settings, device)
+    # Before measuring: a corrupt ceilings file is a usage error, and nothing is measured yet.
+    ceilings = lookup_ceilings(config.root, environment)
     started = utc_now()
-    workloads = run_workloads(plan, settings, device, environment, observer)
+    workloads = run_workloads(plan, settings, device, environment, observer, ceilings)
     result = RunResult(
         run_id=run_id,
         perfgate_version=__version__,

@@ -84,19 +84,26 @@ def tier_of(saving: float) -> Tier:
 
 
 def advise(
-    rules: Iterable[Rule], evidence: Mapping[str, Value], context: AdviceContext | None = None
+    rules: Iterable[Rule],
+    evidence: Mapping[str, Value],
+    context: AdviceContext | None = None,
+    binding: Iterable[str] = (),
 ) -> list[Advice]:
     """The advice of every rule that fires on ``evidence``, ranked (see ``rank``)."""
     outcomes = (evaluate_rule(rule, evidence, context or AdviceContext()) for rule in rules)
-    return rank(outcome for outcome in outcomes if isinstance(outcome, Advice))
+    return rank((outcome for outcome in outcomes if isinstance(outcome, Advice)), binding)
 
 
-def rank(advice: Iterable[Advice]) -> list[Advice]:
-    """Refuted advice last; otherwise by saving (largest first), confidence, then rule id."""
+def rank(advice: Iterable[Advice], binding: Iterable[str] = ()) -> list[Advice]:
+    """Refuted advice last; advice in a ``binding`` category (one acting on what bounds the
+    workload, see ``perfgate.diagnose``) first; then by saving (largest first), confidence,
+    rule id."""
+    first = frozenset(binding)
     return sorted(
         advice,
         key=lambda a: (
             a.status == "refuted",
+            a.category not in first,
             -a.saving,
             _CONFIDENCE_ORDER[a.confidence],
             a.rule_id,

@@ -17,6 +17,8 @@ from perfgate.advise.ranking import Advice, AdviceContext, advise
 from perfgate.advise.rules import Rule, load_rules
 from perfgate.advise.verify import Verification, WorkloadUnderTest, verify_advice
 from perfgate.config import Config
+from perfgate.diagnose.classify import ADVICE_CATEGORIES, Diagnosis, classify
+from perfgate.diagnose.signals import evidence_signals
 from perfgate.errors import UsageError
 from perfgate.result import json_ready
 from perfgate.run import prepare, resolve_device
@@ -40,6 +42,8 @@ class WorkloadAdvice:
     advice: list[Advice] = field(default_factory=list)
     verifications: list[Verification] = field(default_factory=list)
     trace_path: Path | None = None
+    diagnosis: Diagnosis | None = None
+    """What bounds the workload in the profiled window; advice acting on it ranks first."""
 
 
 def advise_workloads(
@@ -87,7 +91,10 @@ def advise_workloads(
         if profile.status != "ok":
             results.append(outcome)
             continue
-        advice = advise(rules, profile.evidence, AdviceContext())
+        diagnosis = classify(evidence_signals(profile.evidence))
+        binding = ADVICE_CATEGORIES[diagnosis.bound]
+        outcome = replace(outcome, diagnosis=diagnosis)
+        advice = advise(rules, profile.evidence, AdviceContext(), binding)
         verifications: list[Verification] = []
         if verify and advice:
             if environment is None:
@@ -103,6 +110,7 @@ def advise_workloads(
                 environment=environment,
                 rounds=rounds,
                 observer=observer,
+                binding=binding,
             )
         results.append(replace(outcome, advice=advice, verifications=verifications))
     return results

@@ -21,7 +21,7 @@ may be fast and still not be what the user wants.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -92,11 +92,13 @@ def verify_advice(
     environment: dict[str, Any],
     rounds: int,
     observer: InterleaveObserver | None = None,
+    binding: Iterable[str] = (),
 ) -> tuple[list[Advice], list[Verification]]:
     """Measure every piece of advice that names knobs; re-ranked advice and the measurements.
 
     ``base`` carries the measurement settings (steps, warm-up, threads, seed); its workload
-    selection is replaced by ``target``.
+    selection is replaced by ``target``. ``binding``: the categories ranked first (see
+    ``perfgate.advise.ranking.rank``).
     """
     definition = available_workloads(config, [target.name])[target.name]
     verified: list[Advice] = []
@@ -124,7 +126,7 @@ def verify_advice(
         )
         measurements.append(measurement)
         verified.append(_with_outcome(item, measurement))
-    return rank(verified), measurements
+    return rank(verified, binding), measurements
 
 
 def _measure(

@@ -96,8 +96,8 @@ def _first_failed(
     return min(ranks, key=lambda rank: _failed_at(documents[rank])) if ranks else None
 
 
-def _failed_at(document: dict[str, Any]) -> tuple[float, int]:
-    return (float(document.get("failed_at") or 0.0), 0)
+def _failed_at(document: dict[str, Any]) -> float:
+    return float(document.get("failed_at") or 0.0)
 
 
 def _failure_text(documents: dict[int, dict[str, Any]], rank: int) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 from markupsafe import Markup
 
 from perfgate.compare.gate import last_line
+from perfgate.diagnose.session import diagnose_workload
 from perfgate.report import charts
 from perfgate.report.anchors import anchor
 from perfgate.report.chart_batch import ChartBatch
@@ -168,6 +169,7 @@ def build_page(
             (histories or {}).get(workload.name),
             history_note,
             run_id=_run_of(results, workload),
+            environment=_environment_of(results, workload),
             advice_given=advice is not None,
             batch=batch,
         )
@@ -278,6 +280,7 @@ def _workload_section(
     history_note: str,
     *,
     run_id: str,
+    environment: Mapping[str, Any],
     advice_given: bool,
     batch: ChartBatch,
 ) -> WorkloadSection:
@@ -295,7 +298,7 @@ def _workload_section(
         status=workload.status,
         verdict=worst,
         error=workload.error,
-        facts=_workload_facts(workload),
+        facts=[*_workload_facts(workload), *_diagnosis_facts(workload, environment, advice)],
         headline=_headline(workload),
         comparisons=comparisons,
         baseline_origin=(verdict or {}).get("baseline_origin"),
@@ -326,6 +329,8 @@ def _workload_verdict(workload: WorkloadResult, verdict: Mapping[str, Any] | Non
 
 
 def _workload_facts(workload: WorkloadResult) -> list[tuple[str, str]]:
+    from perfgate.report.run_summary import CEILING_HINT
+
     facts = [
         ("preset", workload.preset),
         ("device", workload.device),
@@ -346,12 +351,38 @@ def _workload_facts(workload: WorkloadResult) -> list[tuple[str, str]]:
         facts.append(("samples/s", f"{s.samples_per_s:,.1f}"))
     facts.append(("FLOP/s", format_flops(s.tflops)))
     facts.append(("MFU", f"{s.mfu:.1%}" if s.mfu is not None else f"— ({s.mfu_reason})"))
+    if s.ceiling_fraction is not None and s.ceiling_tflops is not None:
+        facts.append(
+            (
+                "measured ceiling",
+                f"{s.ceiling_fraction:.1%} of the measured ceiling ("
+                f"{format_flops(s.ceiling_tflops)}FLOP/s, doctor --peak on "
+                f"{(s.ceiling_measured_at or '?')[:10]})",
+            )
+        )
+    elif s.tflops is not None and s.ceiling_tflops is None:
+        facts.append(("measured ceiling", f"— ({CEILING_HINT})"))
     facts.append(("peak memory", format_bytes(s.peak_memory_bytes)))
     if s.dataloader_wait_share is not None:
         facts.append(("DataLoader wait", f"{s.dataloader_wait_share:.1%} of the step"))
     if s.final_loss is not None:
         facts.append(("final loss", f"{s.final_loss:.4f}"))
     return facts + distributed_facts(workload)
+
+
+def _diagnosis_facts(
+    workload: WorkloadResult, environment: Mapping[str, Any], advice: Mapping[str, Any] | None
+) -> list[tuple[str, str]]:
+    """What bounds the workload, from its timed run and, when advised, its profiled window."""
+    found = diagnose_workload(workload, environment, (advice or {}).get("evidence")).diagnosis
+    if found is None:
+        return []
+    return [("bound by", f"{found.label} ({found.confidence} confidence): {found.reason}")]
+
+
+def _environment_of(results: Sequence[RunResult], workload: WorkloadResult) -> Mapping[str, Any]:
+    """The environment of the document (shard) ``workload`` came from."""
+    return next(r.environment for r in results if any(w is workload for w in r.workloads))
 
 
 def _headline(workload: WorkloadResult) -> dict[str, str]:

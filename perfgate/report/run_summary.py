@@ -21,6 +21,7 @@ def summary_table(result: RunResult) -> Table:
         "throughput",
         "FLOP/s",
         "MFU",
+        "of ceiling",
         "peak mem",
         "loss",
     ):
@@ -37,7 +38,7 @@ def workload_row(workload: WorkloadResult) -> list[str]:
     status = workload.status if workload.status == "ok" else f"[red]{workload.status}[/red]"
     if summary is None or summary.median_step_s is None:
         first_line = (workload.error or "").splitlines()[0][:60] if workload.error else ""
-        return [workload.name, workload.preset, status, first_line, "", "", "", "", "", ""]
+        return [workload.name, workload.preset, status, first_line, *[""] * 7]
     throughput = (
         f"{summary.tokens_per_s:,.0f} tok/s"
         if summary.tokens_per_s
@@ -54,6 +55,7 @@ def workload_row(workload: WorkloadResult) -> list[str]:
         throughput,
         format_flops(summary.tflops),
         f"{summary.mfu:.1%}" if summary.mfu is not None else "—",
+        f"{summary.ceiling_fraction:.1%}" if summary.ceiling_fraction is not None else "—",
         format_bytes(summary.peak_memory_bytes),
         f"{summary.final_loss:.4f}" if summary.final_loss is not None else "—",
     ]
@@ -90,11 +92,39 @@ def format_bytes(value: int | None) -> str:
 
 
 def mfu_notes(result: RunResult) -> list[str]:
-    """Why MFU is missing, once per reason: a bare dash would be a claim without a number."""
+    """Why MFU is missing, once per reason: a bare dash would be a claim without a number;
+    then what the "of ceiling" column was measured against (:func:`ceiling_notes`)."""
     reasons = sorted(
         {w.summary.mfu_reason for w in result.workloads if w.summary and w.summary.mfu_reason}
     )
-    return [f"MFU not computed: {reason}" for reason in reasons]
+    return [f"MFU not computed: {reason}" for reason in reasons] + ceiling_notes(result)
+
+
+CEILING_HINT = "run perfgate doctor --peak to measure this machine's ceilings"
+
+
+def ceiling_notes(result: RunResult) -> list[str]:
+    """The measured ceilings the "of ceiling" column divides by, once per figure, or, when the
+    run found none stored for its environment, the hint that measures them."""
+    summaries = [w.summary for w in result.workloads if w.summary and w.summary.tflops]
+    if not summaries:
+        return []
+    figures = sorted(
+        {
+            (s.ceiling_tflops, (s.ceiling_measured_at or "")[:10])
+            for s in summaries
+            if s.ceiling_tflops is not None
+        }
+    )
+    if not figures:
+        return [
+            f"of ceiling not computed: no measured ceilings for this environment — {CEILING_HINT}"
+        ]
+    return [
+        f"of ceiling: achieved FLOP/s ÷ the measured matmul ceiling of "
+        f"{format_flops(tflops)}FLOP/s (perfgate doctor --peak on {date})"
+        for tflops, date in figures
+    ]
 
 
 def distributed_facts(workload: WorkloadResult) -> list[tuple[str, str]]:
@@ -145,6 +175,19 @@ def distributed_lines(result: RunResult) -> list[str]:
         if facts:
             lines.append(f"{workload.name}: " + "; ".join(f"{k} {v}" for k, v in facts))
     return lines
+
+
+def diagnosis_lines(result: RunResult) -> list[str]:
+    """What bounds each workload that ran, from the timed run alone (``perfgate diagnose``
+    adds a profiled window: the GPU timeline and kernel mix)."""
+    from perfgate.diagnose.session import diagnose_result
+
+    return [
+        f"{item.name}: {item.diagnosis.label} ({item.diagnosis.confidence}): "
+        f"{item.diagnosis.reason}"
+        for item in diagnose_result(result)
+        if item.diagnosis is not None
+    ]
 
 
 def failure_lines(result: RunResult) -> list[str]:

@@ -12,7 +12,7 @@ import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from perfgate.result import RankResult, RepeatResult, RunSettings, WorkloadResult
 from perfgate.runner.plan import PlannedWorkload
@@ -20,6 +20,9 @@ from perfgate.runner.process import RepeatProcessResult, run_worker
 from perfgate.runner.summary import choose_flops, summarize_workload
 from perfgate.telemetry.host import default_thread_count
 from perfgate.telemetry.sampler import summarize as summarize_telemetry
+
+if TYPE_CHECKING:
+    from perfgate.ceilings.store import StoredCeilings
 
 SAMPLE_INTERVAL_S = 0.25
 
@@ -44,11 +47,13 @@ def run_workloads(
     device: str,
     environment: dict[str, Any],
     observer: RunObserver | None = None,
+    ceilings: StoredCeilings | None = None,
 ) -> list[WorkloadResult]:
     """Measure each planned workload; failures are recorded, never raised (bad input is).
 
     ``environment`` is the run's fingerprint: it names the GPU (for MFU) and its NVML index
-    (for the telemetry sampler).
+    (for the telemetry sampler). ``ceilings`` are its measured ceilings, when stored (each
+    summary then has the fraction of the measured matmul ceiling).
     """
     gpu = environment.get("gpu") or {}
     results = []
@@ -56,7 +61,9 @@ def run_workloads(
         for planned in plan:
             if observer:
                 observer.workload_started(planned, settings.repeats)
-            result = _run_workload(planned, settings, device, gpu, Path(scratch), observer)
+            result = _run_workload(
+                planned, settings, device, gpu, Path(scratch), observer, ceilings
+            )
             if observer:
                 observer.workload_finished(result)
             results.append(result)
@@ -70,6 +77,7 @@ def _run_workload(
     gpu: dict[str, Any],
     scratch: Path,
     observer: RunObserver | None,
+    ceilings: StoredCeilings | None = None,
 ) -> WorkloadResult:
     repeats: list[RepeatResult] = []
     first: dict[str, Any] = {}
@@ -81,7 +89,7 @@ def _run_workload(
         if repeat.status != "ok":
             break
         first = first or document
-    return workload_result(planned, device, gpu, repeats, first)
+    return workload_result(planned, device, gpu, repeats, first, ceilings)
 
 
 def run_repeat(
@@ -191,9 +199,11 @@ def workload_result(
     gpu: dict[str, Any],
     repeats: list[RepeatResult],
     first: dict[str, Any],
+    ceilings: StoredCeilings | None = None,
 ) -> WorkloadResult:
     """The workload's result from its repeats; ``first`` is the first ok worker document
-    (FLOPs, batch facts and setup information come from it)."""
+    (FLOPs, batch facts and setup information come from it); ``ceilings`` the environment's
+    measured ceilings, when stored."""
     gpu_name = gpu.get("model") or first.get("setup_info", {}).get("cuda_device_name")
     failed = next((r for r in repeats if r.status != "ok"), None)
     counted = first.get("flops") or {}
@@ -237,5 +247,6 @@ def workload_result(
             compute_dtype=dtype,
             device=device,
             gpu_name=gpu_name,
+            ceilings=ceilings,
         ),
     )

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from perfgate.distributed.summary import distributed_summary
 from perfgate.metrics import flops_per_step as per_step_flops
 from perfgate.metrics import peak_memory_values, steady_median
 from perfgate.result import FlopCount, RepeatResult, WorkloadSummary
 from perfgate.telemetry.peaks import PeakLookup, lookup_peak, mfu
+
+if TYPE_CHECKING:
+    from perfgate.ceilings.store import StoredCeilings
 
 
 def dataloader_wait_share(repeat: RepeatResult) -> float | None:
@@ -35,8 +38,13 @@ def summarize_workload(
     compute_dtype: str | None,
     device: str,
     gpu_name: str | None,
+    ceilings: StoredCeilings | None = None,
 ) -> WorkloadSummary:
-    """Summary over the ok repeats; all-null numbers (with reasons) when none succeeded."""
+    """Summary over the ok repeats; all-null numbers (with reasons) when none succeeded.
+
+    ``ceilings`` are this environment's measured ceilings (``perfgate doctor --peak``), when
+    stored: the summary then holds the fraction of the measured matmul ceiling as well as MFU.
+    """
     ok = [r for r in repeats if r.status == "ok" and r.step_times_s]
     if not ok:
         return WorkloadSummary(ok_repeats=0, mfu_reason="no successful repeat")
@@ -50,6 +58,7 @@ def summarize_workload(
     )
     shares = [s for s in (dataloader_wait_share(r) for r in ok) if s is not None]
     firsts = [r.first_step_s for r in ok if r.first_step_s is not None]
+    distributed = distributed_summary(ok)
     return WorkloadSummary(
         ok_repeats=len(ok),
         median_step_s=step_s,
@@ -65,8 +74,34 @@ def summarize_workload(
         first_step_s=statistics.median(firsts) if firsts else None,
         dataloader_wait_share=statistics.median(shares) if shares else None,
         final_loss=ok[0].losses[-1] if ok[0].losses else None,
-        **distributed_summary(ok),
+        **distributed,
+        **ceiling_figures(tflops, ceilings, compute_dtype, device, distributed),
     )
+
+
+def ceiling_figures(
+    tflops: float | None,
+    ceilings: StoredCeilings | None,
+    compute_dtype: str | None,
+    device: str,
+    distributed: dict[str, Any],
+) -> dict[str, Any]:
+    """``ceiling_tflops``, ``ceiling_fraction`` and ``ceiling_measured_at`` (empty without a
+    stored ceiling for the dtype).
+
+    The fraction is left out for a distributed CPU run: its TFLOP/s is one rank's, while its
+    ranks share the cores the ceiling was measured on, so the ratio would read low by the
+    number of ranks. A GPU rank has its GPU to itself, so there the ratio is per GPU, as MFU is.
+    """
+    ceiling = ceilings.matmul_ceiling(compute_dtype) if ceilings else None
+    if ceilings is None or ceiling is None:
+        return {}
+    shared = device == "cpu" and (distributed.get("world_size") or 1) > 1
+    return {
+        "ceiling_tflops": ceiling,
+        "ceiling_fraction": tflops / ceiling if tflops is not None and not shared else None,
+        "ceiling_measured_at": ceilings.measured_at,
+    }
 
 
 def _peak(device: str, gpu_name: str | None, dtype: str) -> PeakLookup:

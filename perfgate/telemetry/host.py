@@ -1,4 +1,5 @@
-"""Host-side telemetry through psutil: CPU and memory of the machine, a process and its children.
+"""Host-side telemetry through psutil: CPU, memory, storage and network of the machine, a process
+and its children.
 
 CPU percentages are computed here from differences of cumulative CPU times rather than with
 ``psutil.cpu_percent(interval=None)``: psutil keeps that call's "previous reading" in shared
@@ -10,11 +11,45 @@ child that exited contributes nothing more (its last slice is lost; it cannot be
 Percentages follow ``top``: 100 % is one core busy, so a process can exceed 100 %. The system
 figure is the busy share of all CPUs (0 to 100). RSS sums over children count shared copy-on-write
 pages of forked DataLoader workers once per worker; read them as an upper bound and a trend.
+
+Storage and network are rates in bytes per second over each sample's window:
+
+- ``process_read_bytes_per_s`` / ``process_write_bytes_per_s``: the process and all its
+  descendants, from ``Process.io_counters()``. On Linux these are ``/proc/PID/io``'s
+  ``read_bytes``/``write_bytes``: bytes the process made the block layer fetch (a page-cache hit
+  reads nothing) and bytes it dirtied for writeback (counted when written, not when flushed).
+  Descendants are keyed by (PID, create time) like the CPU accounting. Linux folds a reaped
+  child's whole I/O into its parent's counters, so when a descendant disappears while its parent
+  is still there, what was already counted for it is taken back from the parent's jump: a
+  DataLoader worker ended at an epoch boundary is not counted twice. Null where psutil has no
+  ``io_counters`` (macOS) or may not read it; on Windows the counters include all I/O, not just
+  storage.
+- ``system_iowait_percent``: the share of all CPUs' time spent idle while some task waited for
+  I/O (Linux only, null elsewhere). It is a hint rather than a measure: a CPU with other work to
+  do shows none, however long the wait (on a 2-core machine busy with other processes a
+  storage-bound run read 0 %).
+- ``system_io_pressure_percent``: the share of the window in which some task was stalled on I/O,
+  from Linux's pressure stall information (``/proc/pressure/io``, "some"; null where the kernel
+  has no PSI). Unlike iowait it counts the stall whether or not the CPU had other work. The
+  kernel averages it over the CPUs, so one stalled task weighs about 1/N on N busy CPUs: the
+  storage-bound fixture (waiting on reads ~60 % of its steps) reads ~23 % on 2 CPUs.
+- ``system_disk_read_bytes_per_s`` / ``system_disk_write_bytes_per_s``: the whole machine's disks
+  (context: what else was hitting storage).
+- ``system_net_sent_bytes_per_s`` / ``system_net_recv_bytes_per_s``: the whole machine's network
+  interfaces, loopback included. That is deliberate: a distributed run on one machine (torchrun's
+  gloo traffic) moves its gradients over loopback, and that traffic is what it shows (a
+  loopback byte counts once as sent and once as received).
+
+Cost: one sample of a process with four descendants takes about 0.8 ms of the parent's CPU on a
+2-core development machine (0.5 ms without the storage and network columns; the machine-wide
+disk and network counters are ~0.1 ms of it, each process's ``/proc/PID/io`` ~0.02 ms). At 4 Hz
+that is about 0.3 % of one core.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,12 +59,22 @@ from typing import Protocol
 import psutil
 
 MIN_CPU_WINDOW_S = 0.05
-"""Shorter windows give no CPU percentage: /proc CPU times tick every 10 ms, so a 5 ms window
-reads as either 0 % or 200 %."""
+"""Shorter windows give no CPU percentage or rate: /proc CPU times tick every 10 ms, so a 5 ms
+window reads as either 0 % or 200 %; byte rates share the rule so every column of one sample
+describes the same window."""
 
 _CGROUP_V2_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 _CGROUP_V1_QUOTA = Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")
 _CGROUP_V1_PERIOD = Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us")
+
+_PSI_IO = "/proc/pressure/io"
+
+_HAS_PROCESS_IO = hasattr(psutil.Process, "io_counters")
+_REAPED_IO_FOLDS_INTO_PARENT = sys.platform.startswith("linux")
+"""Linux adds a reaped child's I/O counters to its parent's (kernel/exit.c, wait_task_zombie)."""
+
+_Key = tuple[int, float]
+"""A process's identity across samples: (PID, create time), so a reused PID is a new process."""
 
 
 class _CpuTimes(Protocol):
@@ -43,7 +88,8 @@ class _CpuTimes(Protocol):
 
 @dataclass(frozen=True)
 class HostSample:
-    """One host reading. Process fields are None once the process has exited."""
+    """One host reading. Process fields are None once the process has exited; rates are None
+    for the first too-short window and where the counter is unavailable."""
 
     system_cpu_percent: float | None
     process_cpu_percent: float | None
@@ -51,6 +97,36 @@ class HostSample:
     children_cpu_percent: float | None
     children_rss_bytes: int | None
     children_count: int | None
+    process_read_bytes_per_s: float | None = None
+    process_write_bytes_per_s: float | None = None
+    system_iowait_percent: float | None = None
+    system_io_pressure_percent: float | None = None
+    system_disk_read_bytes_per_s: float | None = None
+    system_disk_write_bytes_per_s: float | None = None
+    system_net_sent_bytes_per_s: float | None = None
+    system_net_recv_bytes_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class _Io:
+    """Cumulative storage bytes of one process, and its parent when last seen."""
+
+    read: int
+    write: int
+    ppid: int
+
+
+@dataclass(frozen=True)
+class _Tree:
+    """One reading of the process and its descendants."""
+
+    process_cpu: float | None
+    process_rss: int | None
+    children_cpu: dict[_Key, float]
+    children_rss: int | None
+    io: dict[_Key, _Io] | None
+    """Every readable process of the tree (the process itself included); None when the process
+    is gone or its own counters cannot be read."""
 
 
 class HostProbe:
@@ -61,52 +137,90 @@ class HostProbe:
         self._process = _process_or_none(pid)
         self._last_wall = time.monotonic()
         self._last_system = psutil.cpu_times()
-        self._last_process_cpu = _cpu_seconds(self._process)
-        self._last_children_cpu: dict[tuple[int, float], float] = self._children_cpu()[0]
+        self._last_disk = _disk_bytes()
+        self._last_net = _net_bytes()
+        self._last_pressure = _io_pressure_us()
+        self._last_io: dict[_Key, _Io] = {}
+        tree = self._read_tree()
+        self._last_process_cpu = tree.process_cpu
+        self._last_children_cpu: dict[_Key, float] = tree.children_cpu
+        self._last_io = tree.io or {}
 
     def sample(self) -> HostSample:
         """Read everything once; never raises for processes that come and go."""
         now = time.monotonic()
         window = now - self._last_wall
         system = psutil.cpu_times()
-        process_cpu = _cpu_seconds(self._process)
-        children_cpu, children_rss = self._children_cpu()
+        disk = _disk_bytes()
+        net = _net_bytes()
+        pressure = _io_pressure_us()
+        tree = self._read_tree()
+        read_rate, write_rate = self._io_rates(tree.io, window)
         sample = HostSample(
             system_cpu_percent=_system_percent(self._last_system, system, window),
-            process_cpu_percent=_percent(self._last_process_cpu, process_cpu, window),
-            process_rss_bytes=_rss(self._process),
-            children_cpu_percent=self._children_percent(children_cpu, window),
-            children_rss_bytes=children_rss,
-            children_count=len(children_cpu) if children_rss is not None else None,
+            process_cpu_percent=_percent(self._last_process_cpu, tree.process_cpu, window),
+            process_rss_bytes=tree.process_rss,
+            children_cpu_percent=self._children_percent(tree.children_cpu, window),
+            children_rss_bytes=tree.children_rss,
+            children_count=len(tree.children_cpu) if tree.children_rss is not None else None,
+            process_read_bytes_per_s=read_rate,
+            process_write_bytes_per_s=write_rate,
+            system_iowait_percent=_iowait_percent(self._last_system, system, window),
+            system_io_pressure_percent=_pressure_percent(self._last_pressure, pressure, window),
+            system_disk_read_bytes_per_s=_rate(self._last_disk, disk, 0, window),
+            system_disk_write_bytes_per_s=_rate(self._last_disk, disk, 1, window),
+            system_net_sent_bytes_per_s=_rate(self._last_net, net, 0, window),
+            system_net_recv_bytes_per_s=_rate(self._last_net, net, 1, window),
         )
         self._last_wall, self._last_system = now, system
-        self._last_process_cpu, self._last_children_cpu = process_cpu, children_cpu
+        self._last_disk, self._last_net, self._last_pressure = disk, net, pressure
+        self._last_process_cpu, self._last_children_cpu = tree.process_cpu, tree.children_cpu
+        self._last_io = tree.io or {}
         return sample
 
-    def _children_cpu(self) -> tuple[dict[tuple[int, float], float], int | None]:
-        """CPU seconds of each live descendant, keyed by (pid, create time) so a reused PID is
-        a new child; and their summed RSS (None when the parent is gone)."""
+    def _read_tree(self) -> _Tree:
+        """CPU, RSS and I/O of the process and each live descendant.
+
+        The tree is listed first and read leaves first, the process itself last, so a
+        descendant missing from this reading was reaped before its parent's counters were
+        read: the parent's I/O already includes the child's (see ``_io_rates``).
+        """
         if self._process is None:
-            return {}, None
+            return _Tree(None, None, {}, None, None)
         try:
-            children = descendants(self._process)
+            children = _descendants_with_parents(self._process)
         except psutil.Error:
-            return {}, None
-        seconds: dict[tuple[int, float], float] = {}
+            children = None
+        seconds: dict[_Key, float] = {}
+        io: dict[_Key, _Io] = {}
         rss = 0
-        for child in children:
+        for child, ppid in reversed(children or []):
             try:
                 with child.oneshot():
                     times = child.cpu_times()
-                    seconds[(child.pid, child.create_time())] = times.user + times.system
-                    rss += child.memory_info().rss
+                    key = (child.pid, child.create_time())
+                    child_rss = child.memory_info().rss
             except psutil.Error:
                 continue
-        return seconds, rss
+            seconds[key] = times.user + times.system
+            rss += child_rss
+            child_io = _io_counters(child)
+            if child_io is not None:
+                io[key] = _Io(child_io[0], child_io[1], ppid)
+            elif key in self._last_io:  # still there, unreadable this once: not a vanished child
+                io[key] = self._last_io[key]
+        process_cpu, process_rss, process_io = _read_process(self._process)
+        if process_io is not None:
+            io[(self._process.pid, _create_time(self._process))] = _Io(*process_io, ppid=0)
+        return _Tree(
+            process_cpu=process_cpu,
+            process_rss=process_rss,
+            children_cpu=seconds if children is not None else {},
+            children_rss=rss if children is not None else None,
+            io=io if process_io is not None else None,
+        )
 
-    def _children_percent(
-        self, children_cpu: dict[tuple[int, float], float], window: float
-    ) -> float | None:
+    def _children_percent(self, children_cpu: dict[_Key, float], window: float) -> float | None:
         """CPU % of the descendants over the window; a new child counts from zero."""
         if self._process is None or window < MIN_CPU_WINDOW_S:
             return None
@@ -114,6 +228,30 @@ class HostProbe:
             seconds - self._last_children_cpu.get(key, 0.0) for key, seconds in children_cpu.items()
         )
         return round(100 * max(used, 0.0) / window, 1)
+
+    def _io_rates(
+        self, io: dict[_Key, _Io] | None, window: float
+    ) -> tuple[float | None, float | None]:
+        """Storage bytes per second of the whole tree over the window.
+
+        A process seen for the first time counts from zero. One that has disappeared since the
+        last reading, while its parent is still in the tree, was reaped by that parent, whose
+        counters just grew by the child's whole I/O: the part already counted is taken back.
+        """
+        if io is None or window < MIN_CPU_WINDOW_S:
+            return None, None
+        read = write = 0
+        for key, now in io.items():
+            before = self._last_io.get(key)
+            read += now.read - (before.read if before else 0)
+            write += now.write - (before.write if before else 0)
+        if _REAPED_IO_FOLDS_INTO_PARENT:
+            live = {pid for pid, _ in io}
+            for key, before in self._last_io.items():
+                if key not in io and before.ppid in live:
+                    read -= before.read
+                    write -= before.write
+        return round(max(read, 0) / window, 1), round(max(write, 0) / window, 1)
 
 
 def descendants(process: psutil.Process) -> list[psutil.Process]:
@@ -124,15 +262,21 @@ def descendants(process: psutil.Process) -> list[psutil.Process]:
     machine (about 2 ms per sample here, most of the sampler's CPU cost). Elsewhere, or on
     kernels without that file, psutil's scan is used.
     """
+    return [child for child, _ in _descendants_with_parents(process)]
+
+
+def _descendants_with_parents(process: psutil.Process) -> list[tuple[psutil.Process, int]]:
+    """``descendants`` with each one's parent PID as the walk found it (-1 where psutil's scan
+    was used); parents come before their children."""
     if not Path(f"/proc/{process.pid}/task").is_dir():
-        return process.children(recursive=True)
-    found: list[psutil.Process] = []
+        return [(child, -1) for child in process.children(recursive=True)]
+    found: list[tuple[psutil.Process, int]] = []
     pending = [process.pid]
     while pending:
         pid = pending.pop()
         for child_pid in _proc_children(pid):
             try:
-                found.append(psutil.Process(child_pid))
+                found.append((psutil.Process(child_pid), pid))
             except psutil.Error:
                 continue
             pending.append(child_pid)
@@ -191,24 +335,94 @@ def _process_or_none(pid: int) -> psutil.Process | None:
         return None
 
 
-def _cpu_seconds(process: psutil.Process | None) -> float | None:
-    """User + system CPU seconds of the process itself (children not included)."""
-    if process is None:
-        return None
+def _read_process(
+    process: psutil.Process,
+) -> tuple[float | None, int | None, tuple[int, int] | None]:
+    """User + system CPU seconds (children not included), RSS and storage bytes of the process
+    itself; each None when it cannot be read (the process has exited, or access is denied)."""
+    cpu: float | None = None
+    rss: int | None = None
     try:
-        times = process.cpu_times()
+        with process.oneshot():
+            times = process.cpu_times()
+            cpu = times.user + times.system
+            rss = int(process.memory_info().rss)
     except psutil.Error:
-        return None
-    return times.user + times.system
+        pass
+    return cpu, rss, _io_counters(process) if cpu is not None else None
 
 
-def _rss(process: psutil.Process | None) -> int | None:
-    if process is None:
+def _create_time(process: psutil.Process) -> float:
+    """The create time psutil cached when it first saw the process (0 if it never could)."""
+    try:
+        return process.create_time()
+    except psutil.Error:
+        return 0.0
+
+
+def _io_counters(process: psutil.Process) -> tuple[int, int] | None:
+    """Cumulative (read, write) storage bytes of one process; None where unavailable."""
+    if not _HAS_PROCESS_IO:
         return None
     try:
-        return int(process.memory_info().rss)
-    except psutil.Error:
+        counters = process.io_counters()
+    except (psutil.Error, OSError, NotImplementedError, ValueError):
         return None
+    return int(counters.read_bytes), int(counters.write_bytes)
+
+
+def _disk_bytes() -> tuple[int, int] | None:
+    """Machine-wide (read, write) bytes of all disks; None where psutil finds none."""
+    try:
+        counters = psutil.disk_io_counters(nowrap=False)
+    except (psutil.Error, OSError, RuntimeError, NotImplementedError, ValueError):
+        return None
+    if counters is None:
+        return None
+    return int(counters.read_bytes), int(counters.write_bytes)
+
+
+def _net_bytes() -> tuple[int, int] | None:
+    """Machine-wide (sent, received) bytes of all network interfaces, loopback included."""
+    try:
+        counters = psutil.net_io_counters(nowrap=False)
+    except (psutil.Error, OSError, RuntimeError, NotImplementedError, ValueError):
+        return None
+    if counters is None:
+        return None
+    return int(counters.bytes_sent), int(counters.bytes_recv)
+
+
+def _io_pressure_us() -> int | None:
+    """Cumulative microseconds in which some task was stalled on I/O (Linux PSI), or None."""
+    try:
+        with open(_PSI_IO, "rb") as handle:
+            first = handle.readline()
+    except OSError:  # no such file, or PSI compiled in but disabled (EOPNOTSUPP)
+        return None
+    for token in first.split():
+        if token.startswith(b"total="):
+            try:
+                return int(token[6:])
+            except ValueError:
+                return None
+    return None
+
+
+def _pressure_percent(before: int | None, after: int | None, window: float) -> float | None:
+    """Share of the window stalled on I/O, in percent (0 to 100)."""
+    if before is None or after is None or window < MIN_CPU_WINDOW_S:
+        return None
+    return round(min(100 * max(after - before, 0) / 1e6 / window, 100.0), 1)
+
+
+def _rate(
+    before: tuple[int, int] | None, after: tuple[int, int] | None, index: int, window: float
+) -> float | None:
+    """Bytes per second of one cumulative counter over the window (0 if it went backwards)."""
+    if before is None or after is None or window < MIN_CPU_WINDOW_S:
+        return None
+    return round(max(after[index] - before[index], 0) / window, 1)
 
 
 def _percent(before: float | None, after: float | None, window: float) -> float | None:
@@ -226,6 +440,15 @@ def _system_percent(before: _CpuTimes, after: _CpuTimes, window: float) -> float
     total = _cpu_total(after) - _cpu_total(before)
     idle = _cpu_idle(after) - _cpu_idle(before)
     return round(100 * (total - idle) / total, 1) if total > 0 else None
+
+
+def _iowait_percent(before: _CpuTimes, after: _CpuTimes, window: float) -> float | None:
+    """Share of all CPUs' time in iowait over the window (Linux only; None elsewhere)."""
+    if window < MIN_CPU_WINDOW_S or not hasattr(after, "iowait"):
+        return None
+    total = _cpu_total(after) - _cpu_total(before)
+    waited = getattr(after, "iowait", 0.0) - getattr(before, "iowait", 0.0)
+    return round(100 * max(waited, 0.0) / total, 1) if total > 0 else None
 
 
 def _cpu_total(times: _CpuTimes) -> float:

@@ -15,7 +15,11 @@ The series is columnar and JSON-ready (lists of numbers or nulls, never NaN)::
      "t": [unix time of each sample, ...],
      "host": {"system_cpu_percent": [...], "process_cpu_percent": [...],
               "process_rss_bytes": [...], "children_cpu_percent": [...],
-              "children_rss_bytes": [...], "children_count": [...]},
+              "children_rss_bytes": [...], "children_count": [...],
+              "process_read_bytes_per_s": [...], "process_write_bytes_per_s": [...],
+              "system_iowait_percent": [...], "system_io_pressure_percent": [...],
+              "system_disk_read_bytes_per_s": [...], "system_disk_write_bytes_per_s": [...],
+              "system_net_sent_bytes_per_s": [...], "system_net_recv_bytes_per_s": [...]},
      "gpu": {"util_percent": [...], "mem_util_percent": [...], "mem_used_bytes": [...],
              "sm_clock_mhz": [...], "mem_clock_mhz": [...], "power_w": [...],
              "temperature_c": [...], "energy_mj": [...], "throttled": [...],
@@ -23,8 +27,9 @@ The series is columnar and JSON-ready (lists of numbers or nulls, never NaN)::
      "gpu_unavailable_reason": null or "why there is no gpu series",
      "sampler_error": null or "the exception that ended sampling early"}
 
-Rates (CPU %) in sample *i* describe the window that ends at ``t[i]``; the first window starts at
-``start()``. The last sample is taken when ``stop()`` is called, so the tail is never lost.
+Rates (CPU %, bytes per second; see ``perfgate.telemetry.host``) in sample *i* describe the
+window that ends at ``t[i]``; the first window starts at ``start()``. The last sample is taken
+when ``stop()`` is called, so the tail is never lost.
 
 ``stop()`` never raises for a failure inside the sampling thread: the runner calls it in a
 ``finally`` that must go on to kill the worker, and a telemetry fault must not cost the

@@ -1,0 +1,83 @@
+"""Renderings of measured ceilings: the ``doctor --peak`` table and its ``--json`` document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from perfgate.ceilings.bench import Ceilings, Measurement
+
+DOCUMENT_NAME = "perfgate.ceilings"
+DOCUMENT_VERSION = 1
+
+_BANDWIDTH_LABELS = {
+    "memory_copy": "memory copy (read + write)",
+    "device_copy": "device memory copy (read + write)",
+    "h2d_pinned": "host→device, pinned",
+    "h2d_pageable": "host→device, pageable",
+}
+
+
+def format_tflops(tflops: float) -> str:
+    """A FLOP rate with the unit a reader expects: GFLOP/s on a CPU, TFLOP/s on a GPU."""
+    return f"{tflops:.1f} TFLOP/s" if tflops >= 1 else f"{tflops * 1e3:.1f} GFLOP/s"
+
+
+def format_bandwidth(bytes_per_s: float) -> str:
+    """Bytes per second in decimal GB/s, as bandwidths are quoted on datasheets."""
+    return f"{bytes_per_s / 1e9:.1f} GB/s"
+
+
+def _size(name: str, measurement: Measurement) -> str:
+    if name.startswith("matmul"):
+        return f"{measurement.size}×{measurement.size}"
+    return f"{measurement.size / 2**20:.0f} MiB"
+
+
+def ceilings_table(ceilings: Ceilings) -> Table:
+    """One row per ceiling: median, spread over the samples, problem size."""
+    title = (
+        f"perfgate doctor --peak · {ceilings.device} ({ceilings.device_name or 'unknown'}) · "
+        f"{ceilings.threads} thread(s) · {ceilings.wall_s:.1f} s"
+    )
+    table = Table(title=title, title_justify="left")
+    for header in ("ceiling", "median", "spread (min – max)", "samples", "size"):
+        table.add_column(header, justify="left" if header == "ceiling" else "right")
+    for dtype, m in ceilings.matmul.items():
+        table.add_row(
+            f"matmul {dtype}",
+            format_tflops(m.median),
+            f"{format_tflops(m.minimum)} – {format_tflops(m.maximum)}",
+            str(len(m.samples)),
+            _size("matmul", m),
+        )
+    for name, m in ceilings.bandwidth.items():
+        table.add_row(
+            _BANDWIDTH_LABELS.get(name, name),
+            format_bandwidth(m.median),
+            f"{format_bandwidth(m.minimum)} – {format_bandwidth(m.maximum)}",
+            str(len(m.samples)),
+            _size(name, m),
+        )
+    for what, reason in ceilings.unsupported.items():
+        table.add_row(f"matmul {what}", "—", f"not measured: {reason}", "", "")
+    return table
+
+
+def ceilings_document(ceilings: Ceilings) -> dict[str, Any]:
+    """The ``--json`` document: the stored entry, with its key and a schema name."""
+    from perfgate import __version__
+    from perfgate.result import json_ready
+
+    document = {
+        "schema": DOCUMENT_NAME,
+        "schema_version": DOCUMENT_VERSION,
+        "perfgate_version": __version__,
+        "fingerprint_key": ceilings.fingerprint_key,
+        "measured_at": ceilings.measured_at,
+        "fingerprint": dict(ceilings.fingerprint),
+        "values": ceilings.values(),
+    }
+    result: dict[str, Any] = json_ready(document)
+    return result

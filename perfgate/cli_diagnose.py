@@ -1,0 +1,122 @@
+"""``perfgate diagnose``: thin command over ``perfgate.diagnose.session``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from perfgate.config import Config
+    from perfgate.diagnose.session import WorkloadDiagnosis
+    from perfgate.runner.plan import Selection
+
+
+def diagnose_command(
+    results: list[Path] = typer.Argument(
+        None, help="result documents to diagnose (default: measure the selection now)"
+    ),
+    suite: str | None = typer.Option(None, help="suite to measure (default: config suite)"),
+    workload: list[str] = typer.Option([], "--workload", "-w", help="workload (repeatable)"),
+    preset: str | None = typer.Option(None, help="preset for every selected workload"),
+    knob: list[str] = typer.Option([], "--knob", "-k", help="KEY=VALUE or WORKLOAD.KEY=VALUE"),
+    device: str | None = typer.Option(None, help="cpu, cuda or auto"),
+    repeats: int | None = typer.Option(None, help="fresh processes per workload"),
+    steps: int | None = typer.Option(None, help="measured steps per repeat"),
+    threads: int | None = typer.Option(None, help="intra-op CPU threads"),
+    nproc_per_node: int | None = typer.Option(
+        None, "--nproc-per-node", help="ranks per distributed workload (torchrun)"
+    ),
+    profile: bool = typer.Option(
+        True, help="also profile a window per workload (the GPU timeline and kernel mix)"
+    ),
+    out: Path | None = typer.Option(None, "--out", "-o", help="where the result document goes"),
+    json_out: Path | None = typer.Option(None, "--json", help="write the diagnoses here"),
+    config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
+) -> None:
+    """What bounds each workload (compute, memory, host, input pipeline, storage,
+    communication), with the numbers that decide it."""
+    from perfgate.cli import console, guarded
+    from perfgate.runner.plan import Selection
+
+    selection = Selection(
+        suite=suite,
+        workloads=workload,
+        preset=preset,
+        knobs=knob,
+        repeats=repeats,
+        steps=steps,
+        threads=threads,
+        nproc_per_node=nproc_per_node,
+    )
+
+    def action() -> list[tuple[Path, list[WorkloadDiagnosis]]]:
+        from perfgate.config import load_config
+        from perfgate.diagnose.session import diagnose_result
+        from perfgate.result import load_result
+
+        if results:
+            return [(path, diagnose_result(load_result(path))) for path in results]
+        settings = load_config(config)
+        path, diagnosed = measure_and_diagnose(settings, selection, device, out, profile)
+        return [(path, diagnosed)]
+
+    diagnosed = guarded(action)
+    for path, items in diagnosed:
+        console.print(diagnosis_table(path, items))
+    if json_out is not None:
+        from perfgate.diagnose.session import diagnosis_document
+        from perfgate.result import write_json_atomic
+
+        documents = [diagnosis_document(items, path) for path, items in diagnosed]
+        guarded(
+            lambda: write_json_atomic(json_out, documents[0] if len(documents) == 1 else documents)
+        )
+        console.print(f"diagnosis: {json_out}", highlight=False)
+
+
+def measure_and_diagnose(
+    config: Config, selection: Selection, device: str | None, out: Path | None, profile: bool
+) -> tuple[Path, list[WorkloadDiagnosis]]:
+    """Run the selection (no store), profile each workload that ran, and classify."""
+    from perfgate.advise.evidence import profile_workloads
+    from perfgate.cli import console
+    from perfgate.cli_progress import RunProgress
+    from perfgate.diagnose.session import diagnose_result
+    from perfgate.run import execute_run
+
+    with RunProgress(console) as progress:
+        outcome = execute_run(
+            config,
+            selection,
+            device=device or config.device,
+            out=out,
+            store=False,
+            observer=progress,
+        )
+    evidence = {}
+    if profile:
+        for profiled in profile_workloads(config, selection, device=outcome.result.device):
+            if profiled.status == "ok":
+                evidence[profiled.name] = profiled.evidence
+    return outcome.path, diagnose_result(outcome.result, evidence)
+
+
+def diagnosis_table(path: Path, items: list[WorkloadDiagnosis]) -> Table:
+    """One row per workload: what bounds it, how sure, and why (with the numbers)."""
+    from rich.table import Table
+
+    table = Table(title=f"perfgate diagnose · {path}", title_justify="left")
+    for header in ("workload", "bound by", "confidence", "why"):
+        table.add_column(header)
+    for item in items:
+        found = item.diagnosis
+        if found is None:
+            table.add_row(item.name, f"[red]{item.status}[/red]", "", (item.error or "")[:120])
+            continue
+        source = "" if item.profiled else " (from the timed run only)"
+        table.add_row(item.name, found.label, found.confidence, found.reason + source)
+    return table

@@ -1,0 +1,1 @@
+"""What bounds a workload: the signals that decide it, and the classification."""
