@@ -5,7 +5,8 @@
 #   channels_last · DataLoader workers with pinned memory · no database code on --no-store ·
 #   the advisor on the planted inefficient variants of gpt and resnet (which rules fire on CUDA) ·
 #   --verify of the bf16-autocast advice by an interleaved A/B re-run · the ddp workload under
-#   torchrun with NCCL (one rank per GPU; on a single GPU one rank, and it says so).
+#   torchrun with NCCL (one rank per GPU; on a single GPU one rank, and it says so) ·
+#   doctor --peak (measured matmul and bandwidth ceilings) · perfgate diagnose.
 # Prepare here: bash benchmarks/gpu_wheels.sh; then through the device tool:
 #   run(command="set -o pipefail; bash benchmarks/gpu_check.sh 2>&1 | tee $OUT/gpu_check.log",
 #       carry=[".whl"], timeout_s=540)
@@ -52,6 +53,10 @@ else
   python3 -m perfgate run --device cuda -w ddp@full --nproc-per-node 1 --repeats 2 \
     --steps 15 --warmup 5 --knob precision=bf16 --no-store --out "$out/gpu-ddp.json" || status=1
 fi
+
+echo "== perfgate diagnose on the GPU: what bounds gpt and resnet (timed run + profiled window)"
+python3 -m perfgate diagnose --device cuda -w gpt@full -w resnet@full --repeats 2 --steps 10 \
+  --knob precision=bf16 --json "$out/diagnosis.json" --out "$out/diagnose-run.json" || status=1
 
 echo "== perfgate advise on the planted inefficient variants (perfgate/advise/variants.py)"
 read -r -a variant_knobs <<< "$(python3 benchmarks/gpu_check.py --knobs gpt resnet)"

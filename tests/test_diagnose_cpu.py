@@ -20,13 +20,13 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from statistics import fmean
 from typing import Any
 
 import pytest
+from conftest_disk import on_disk
 
 from perfgate.errors import ExitCode
 from perfgate.result import WorkloadResult, load_result
@@ -38,7 +38,6 @@ pytestmark = [
     ),
 ]
 
-REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "diagnose_project"
 MB = 1e6
 
@@ -47,19 +46,12 @@ MB = 1e6
 def diagnose_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A copy of the fixture project on a block device (its data files are written there),
     with this machine's ceilings measured (``perfgate doctor --peak``)."""
-    base = tmp_path_factory.mktemp("diagnose")
-    if _filesystem(base) not in {"tmpfs", "ramfs"}:
+    with on_disk(tmp_path_factory.mktemp("diagnose"), ".diagnose-fixture-") as base:
         target = base / "diagnose_project"
         shutil.copytree(FIXTURE, target, ignore=shutil.ignore_patterns(".perfgate"))
         _measure_ceilings(target)
         yield target
         shutil.rmtree(target / ".perfgate" / "diagnose-data", ignore_errors=True)  # 64 MiB
-        return
-    with tempfile.TemporaryDirectory(dir=REPO, prefix=".diagnose-fixture-") as folder:
-        target = Path(folder) / "diagnose_project"
-        shutil.copytree(FIXTURE, target, ignore=shutil.ignore_patterns(".perfgate"))
-        _measure_ceilings(target)
-        yield target
 
 
 def _measure_ceilings(project: Path) -> None:
@@ -69,19 +61,6 @@ def _measure_ceilings(project: Path) -> None:
     )  # fmt: skip
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert (project / ".perfgate" / "ceilings.json").is_file()
-
-
-def _filesystem(path: Path) -> str:
-    """The type of the filesystem holding ``path``, from the longest matching mount point."""
-    best, kind = "", ""
-    resolved = str(path.resolve())
-    for line in Path("/proc/mounts").read_text().splitlines():
-        fields = line.split()
-        point = fields[1]
-        inside = resolved == point or resolved.startswith(point.rstrip("/") + "/")
-        if inside and len(point) > len(best):
-            best, kind = point, fields[2]
-    return kind
 
 
 def _mean(workload: WorkloadResult, column: str) -> float | None:

@@ -13,13 +13,13 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest_disk import on_disk
 
 from perfgate.telemetry.sampler import MIN_INTERVAL_S, TelemetrySampler
 
@@ -27,7 +27,6 @@ pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="/proc/PID/io and posix_fadvise are Linux's"
 )
 
-REPO = Path(__file__).resolve().parent.parent
 MIB = 2**20
 FILE_BYTES = 20 * MIB
 CHILD_BYTES = 8 * MIB
@@ -86,24 +85,8 @@ sys.stdin.read()
 @pytest.fixture
 def disk_dir(tmp_path: Path) -> Iterator[Path]:
     """A folder on a block device: pytest's temporary folder unless it is in memory."""
-    if _filesystem(tmp_path) not in {"tmpfs", "ramfs"}:
-        yield tmp_path
-        return
-    with tempfile.TemporaryDirectory(dir=REPO, prefix=".telemetry-io-") as folder:
-        yield Path(folder)
-
-
-def _filesystem(path: Path) -> str:
-    """The type of the filesystem holding ``path``, from the longest matching mount point."""
-    best, kind = "", ""
-    resolved = str(path.resolve())
-    for line in Path("/proc/mounts").read_text().splitlines():
-        fields = line.split()
-        point = fields[1]
-        inside = resolved == point or resolved.startswith(point.rstrip("/") + "/")
-        if inside and len(point) > len(best):
-            best, kind = point, fields[2]
-    return kind
+    with on_disk(tmp_path, ".telemetry-io-") as folder:
+        yield folder
 
 
 def _sampled(script: str, *args: str) -> tuple[dict[str, Any], float, int]:
