@@ -26,6 +26,7 @@ def diagnose_command(
     device: str | None = typer.Option(None, help="cpu, cuda or auto"),
     repeats: int | None = typer.Option(None, help="fresh processes per workload"),
     steps: int | None = typer.Option(None, help="measured steps per repeat"),
+    warmup: int | None = typer.Option(None, help="discarded warm-up steps per repeat (>= 1)"),
     threads: int | None = typer.Option(None, help="intra-op CPU threads"),
     nproc_per_node: int | None = typer.Option(
         None, "--nproc-per-node", help="ranks per distributed workload (torchrun)"
@@ -49,6 +50,7 @@ def diagnose_command(
         knobs=knob,
         repeats=repeats,
         steps=steps,
+        warmup=warmup,
         threads=threads,
         nproc_per_node=nproc_per_node,
     )

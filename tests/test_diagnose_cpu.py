@@ -4,11 +4,11 @@ behind the verdicts.
 ``tests/fixtures/diagnose_project`` holds a host-bound workload (``tiny_ops``: thousands of tiny
 ops per step) and a storage-bound one (``disk_reader``: every batch read from files evicted from
 the page cache); the built-ins add a compute-bound one (``mlp@cpu-large``: 16 GFLOP a step), an
-input-pipeline-bound one (``datapipe`` with ``num_workers=0``, and the same with a worker, which
-is not) and a distributed one (``ddp`` on 2 gloo ranks: its communication share). Everything runs
-through the real CLI in a copy of the project whose ceilings ``perfgate doctor --peak`` measured
-first; the checks are on the verdicts and the parent-side telemetry (bytes read, I/O stall),
-never on speed.
+input-pipeline-bound one (``datapipe@balanced`` with ``num_workers=0``, and the same with a
+worker, which is not) and a distributed one (``ddp`` on 2 gloo ranks: its communication share).
+Everything runs through the real CLI in a copy of the project whose ceilings
+``perfgate doctor --peak`` measured first; the checks are on the verdicts and the parent-side
+telemetry (bytes read, I/O stall), never on speed.
 
 The copy must be on a block device for the eviction to mean anything: pytest's temporary folder
 unless that is a tmpfs, then a folder inside the repository (which lives on a disk).
@@ -132,15 +132,17 @@ def test_storage_host_and_compute_bound_workloads(
 def test_datapipe_is_input_bound_without_workers_and_not_with_one(
     diagnose_project: Path, perfgate_cli: Any
 ) -> None:
+    """``datapipe@balanced`` on one training thread: its step (0.5 s on one core) outlasts one
+    worker's batch (0.34 s), so without workers it waits ~40 % of the step and with one worker,
+    on the other core, it need not wait. (The ``smoke`` and ``full`` models are so light that on
+    two cores even their fed runs wait 30-50 %: input-bound, correctly.)"""
+    steps = ("-w", "datapipe@balanced", "--threads", "1", "--steps", "5", "--warmup", "2")
     _, starved = _diagnose(
-        diagnose_project, perfgate_cli, "starved", "-w", "datapipe", "--knob", "num_workers=0"
+        diagnose_project, perfgate_cli, "starved", *steps, "--knob", "num_workers=0"
     )
     assert starved["datapipe"]["bound"] == "input-pipeline", starved
     assert starved["datapipe"]["evidence"]["dataloader_wait_share"] >= 0.3
-    # One worker on this 2-core box leaves the other core to the training process.
-    _, fed = _diagnose(
-        diagnose_project, perfgate_cli, "fed", "-w", "datapipe", "--knob", "num_workers=1"
-    )
+    _, fed = _diagnose(diagnose_project, perfgate_cli, "fed", *steps, "--knob", "num_workers=1")
     assert fed["datapipe"]["bound"] != "input-pipeline", fed
 
 

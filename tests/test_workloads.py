@@ -422,7 +422,7 @@ def test_registry_holds_the_builtins() -> None:
         assert definition.factory == f"perfgate.workloads.{name}:build"
         assert definition.kind == "builtin" and definition.version == 1
         assert definition.source_files == (Path(str(module.__file__)).resolve(), common_file)
-        extra = {"cpu-large"} if name == "mlp" else set()
+        extra = {"mlp": {"cpu-large"}, "datapipe": {"balanced"}}.get(name, set())
         assert set(definition.presets) == {"smoke", "full", *extra}
         assert all(definition.knobs[k] is STANDARD_KNOBS[k] for k in definition.knobs)
         assert not definition.distributed
