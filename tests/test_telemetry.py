@@ -146,6 +146,8 @@ def test_a_process_that_exits_gives_nulls_not_errors() -> None:
     series = sampler.stop()
     assert series["host"]["process_rss_bytes"][-1] is None
     assert series["host"]["process_cpu_percent"][-1] is None
+    assert series["host"]["process_read_bytes_per_s"][-1] is None
+    assert series["host"]["process_write_bytes_per_s"][-1] is None
 
 
 def test_host_probe_of_a_missing_pid() -> None:
