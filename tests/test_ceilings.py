@@ -38,7 +38,13 @@ from perfgate.ceilings.store import (
 )
 from perfgate.errors import ExitCode, UsageError
 from perfgate.report.run_summary import CEILING_HINT
-from perfgate.result import RepeatResult, load_result, validate_document
+from perfgate.result import (
+    FlopCount,
+    RepeatResult,
+    WorkloadSummary,
+    load_result,
+    validate_document,
+)
 from perfgate.runner.summary import summarize_workload
 from perfgate.telemetry.fingerprint import collect_fingerprint, fingerprint_key, with_world
 from perfgate.telemetry.host import default_thread_count
@@ -285,41 +291,27 @@ def test_summary_fraction_and_document_round_trip(tmp_path: Path) -> None:
     )
     save_ceilings(tmp_path, ceilings)
     stored = lookup_ceilings(tmp_path, environment)
-    summary = summarize_workload(
-        [_repeat(0.01), _repeat(0.01)],
-        samples_per_step=32,
-        tokens_per_step=None,
-        flops=None,
-        compute_dtype="bf16",  # on a CPU the fp32 figure is the ceiling whatever the dtype
-        device="cpu",
-        gpu_name=None,
-        ceilings=stored,
-    )
-    assert summary.ceiling_tflops == 0.1 and summary.ceiling_fraction is None  # no FLOP count
-    from perfgate.result import FlopCount
 
+    def summary_of(flops: FlopCount | None, **extra: Any) -> WorkloadSummary:
+        return summarize_workload(
+            [_repeat(0.01)],
+            samples_per_step=32,
+            tokens_per_step=None,
+            flops=flops,
+            compute_dtype=extra.pop("compute_dtype", "fp32"),
+            device="cpu",
+            gpu_name=None,
+            **extra,
+        )
+
+    # on a CPU the fp32 figure is the ceiling whatever the dtype
+    summary = summary_of(None, compute_dtype="bf16", ceilings=stored)
+    assert summary.ceiling_tflops == 0.1 and summary.ceiling_fraction is None  # no FLOP count
     flops = FlopCount(counted_per_step=10**9, used="counted")  # 1 GFLOP in 10 ms: 0.1 TFLOP/s
-    summary = summarize_workload(
-        [_repeat(0.01)],
-        samples_per_step=32,
-        tokens_per_step=None,
-        flops=flops,
-        compute_dtype="fp32",
-        device="cpu",
-        gpu_name=None,
-        ceilings=stored,
-    )
+    summary = summary_of(flops, ceilings=stored)
     assert summary.ceiling_fraction == pytest.approx(1.0)
     assert summary.mfu is None and summary.mfu_reason  # MFU stays undefined on a CPU
-    bare = summarize_workload(
-        [_repeat(0.01)],
-        samples_per_step=32,
-        tokens_per_step=None,
-        flops=flops,
-        compute_dtype="fp32",
-        device="cpu",
-        gpu_name=None,
-    )
+    bare = summary_of(flops)
     assert bare.ceiling_tflops is None and bare.ceiling_fraction is None
 
 

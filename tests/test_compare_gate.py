@@ -103,6 +103,16 @@ def test_environment_drift_is_refused_unless_allowed() -> None:
     assert allowed.environment_differences
 
 
+def test_a_newer_nccl_is_shown_but_does_not_refuse_the_comparison() -> None:
+    base = {**ENVIRONMENT, "distributed": {"nccl_version": "2.21.5", "nvlink": True}}
+    head = {**ENVIRONMENT, "distributed": {"nccl_version": "2.26.2", "nvlink": True}}
+    verdict = judge(run(0.1, 1, env=base), run(0.1, 2, env=head))
+    assert verdict.environment_differences == []
+    assert verdict.notes == [
+        "environment differs, not a reason to refuse the comparison: NCCL: 2.21.5 → 2.26.2"
+    ]
+
+
 def test_failed_head_is_an_infrastructure_error() -> None:
     with pytest.raises(InfrastructureError, match="did not run"):
         judge(run(0.1, 1), run(0.1, 2, status="crashed"))

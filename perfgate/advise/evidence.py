@@ -163,7 +163,7 @@ def _profile_one(
         )
     evidence = evidence_from_trace(trace, outcome.document.get("facts", {}))
     evidence["workload_kind"] = workload_kind(planned)
-    imbalance = ranks_imbalance(trace_path, int(spec.get("nproc_per_node") or 0))
+    imbalance = ranks_imbalance(trace, trace_path, int(spec.get("nproc_per_node") or 0))
     if imbalance is not None:
         evidence["rank_imbalance"] = imbalance
     kept = None
@@ -174,17 +174,19 @@ def _profile_one(
     return ProfiledWorkload(name=name, status="ok", error=None, evidence=evidence, trace_path=kept)
 
 
-def ranks_imbalance(trace_path: Path, world_size: int) -> float | None:
+def ranks_imbalance(trace: dict[str, Any], trace_path: Path, world_size: int) -> float | None:
     """Compute-time imbalance across the ranks' traces of a distributed window, step by step
-    (None for one rank, or when a rank's trace is unreadable or holds no collective)."""
+    (None for one rank, or when a rank's trace is unreadable or holds no collective).
+    ``trace`` is rank 0's, already loaded from ``trace_path``; the others lie beside it."""
     if world_size < 2:
         return None
     computes: list[tuple[float, ...]] = []
     for rank in range(world_size):
         try:
-            summary = communication_summary(load_trace(rank_trace_path(trace_path, rank)))
+            loaded = trace if rank == 0 else load_trace(rank_trace_path(trace_path, rank))
         except (OSError, ValueError):
             return None
+        summary = communication_summary(loaded)
         if summary is None:
             return None
         computes.append(summary.compute_us_per_step)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -67,11 +67,6 @@ class Measurement:
             size=size,
         )
 
-    @property
-    def spread(self) -> float:
-        """(max − min) / median: how much one sample can be trusted on this machine."""
-        return (self.maximum - self.minimum) / self.median if self.median > 0 else math.inf
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "median": self.median,
@@ -80,16 +75,6 @@ class Measurement:
             "samples": list(self.samples),
             "size": self.size,
         }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Measurement:
-        return cls(
-            median=float(data["median"]),
-            minimum=float(data["min"]),
-            maximum=float(data["max"]),
-            samples=tuple(float(s) for s in data.get("samples", ())),
-            size=int(data["size"]),
-        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,14 +101,6 @@ class Ceilings:
     """What was not measured, and why (e.g. bf16 on a GPU without bf16 support)."""
     seed: int = 0
     wall_s: float = 0.0
-
-    @property
-    def matmul_tflops(self) -> dict[str, float]:
-        return {dtype: m.median for dtype, m in self.matmul.items()}
-
-    @property
-    def bandwidth_bytes_per_s(self) -> dict[str, float]:
-        return {name: m.median for name, m in self.bandwidth.items()}
 
     def values(self) -> dict[str, Any]:
         """The JSON-ready measurements (what the ceilings file stores per environment)."""
@@ -391,15 +368,14 @@ def measure_ceilings(device: str, *, threads: int, seed: int = 0) -> Ceilings:
     started = time.perf_counter()
     environment = collect_fingerprint(device, threads)
     unsupported: dict[str, str] = {}
-    with pinned_threads(threads):
-        if device == "cpu":
-            matmul, bandwidth = measure_cpu(threads=threads, seed=seed)
-            name = (environment.get("cpu") or {}).get("model")
-        else:
-            import torch
+    if device == "cpu":  # each CPU benchmark pins ``threads`` itself
+        matmul, bandwidth = measure_cpu(threads=threads, seed=seed)
+        name = (environment.get("cpu") or {}).get("model")
+    else:
+        import torch
 
-            matmul, bandwidth, unsupported = measure_gpu(device=device, seed=seed)
-            name = (environment.get("gpu") or {}).get("model") or torch.cuda.get_device_name(device)
+        matmul, bandwidth, unsupported = measure_gpu(device=device, seed=seed)
+        name = (environment.get("gpu") or {}).get("model") or torch.cuda.get_device_name(device)
     return Ceilings(
         device=device.split(":")[0],
         device_name=name,

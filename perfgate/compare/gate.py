@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from perfgate.compare.baseline_source import BaselineWorkload, throttled_share
 from perfgate.errors import ExitCode, InfrastructureError, UsageError
 from perfgate.metrics import METRICS, metric_values
 from perfgate.result import RunResult, WorkloadResult
 from perfgate.stats.compare import MetricComparison, compare_metric, correct
-from perfgate.telemetry.fingerprint import fingerprint_differences
+from perfgate.telemetry.fingerprint import fingerprint_differences, fingerprint_notes
 from perfgate.thresholds import Thresholds
 
 LOSS_RELATIVE_TOLERANCE = 1e-2
@@ -109,6 +110,10 @@ def compare_runs(
         workloads=corrected,
         environment_differences=differences,
         method=method,
+        notes=[
+            f"environment differs, not a reason to refuse the comparison: {line}"
+            for line in _environment_differences(head, baselines, fingerprint_notes)
+        ],
     )
 
 
@@ -247,11 +252,19 @@ def losses_match(first: float | None, second: float | None) -> bool | None:
     return math.isclose(first, second, rel_tol=LOSS_RELATIVE_TOLERANCE, abs_tol=1e-6)
 
 
-def _environment_differences(head: RunResult, baselines: dict[str, BaselineWorkload]) -> list[str]:
+def _environment_differences(
+    head: RunResult,
+    baselines: dict[str, BaselineWorkload],
+    describe: Callable[[Mapping[str, Any], Mapping[str, Any]], list[str]] = (
+        fingerprint_differences
+    ),
+) -> list[str]:
+    """``describe``'s lines (baseline → head) over every baseline, each once: the key fields
+    by default, or ``fingerprint_notes`` for the facts shown without refusing the comparison."""
     differences: list[str] = []
     for baseline in baselines.values():
         if baseline.environment:
-            for line in fingerprint_differences(baseline.environment, head.environment):
+            for line in describe(baseline.environment, head.environment):
                 if line not in differences:
                     differences.append(line)
     return differences

@@ -51,10 +51,10 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import psutil
 
@@ -373,24 +373,24 @@ def _io_counters(process: psutil.Process) -> tuple[int, int] | None:
 
 def _disk_bytes() -> tuple[int, int] | None:
     """Machine-wide (read, write) bytes of all disks; None where psutil finds none."""
-    try:
-        counters = psutil.disk_io_counters(nowrap=False)
-    except (psutil.Error, OSError, RuntimeError, NotImplementedError, ValueError):
-        return None
-    if counters is None:
-        return None
-    return int(counters.read_bytes), int(counters.write_bytes)
+    return _counter_pair(psutil.disk_io_counters, "read_bytes", "write_bytes")
 
 
 def _net_bytes() -> tuple[int, int] | None:
     """Machine-wide (sent, received) bytes of all network interfaces, loopback included."""
+    return _counter_pair(psutil.net_io_counters, "bytes_sent", "bytes_recv")
+
+
+def _counter_pair(read: Callable[..., Any], first: str, second: str) -> tuple[int, int] | None:
+    """Two cumulative fields of one of psutil's machine-wide counters; None where psutil has
+    none (no disks, a container without /proc/net) or reading fails."""
     try:
-        counters = psutil.net_io_counters(nowrap=False)
+        counters = read(nowrap=False)
     except (psutil.Error, OSError, RuntimeError, NotImplementedError, ValueError):
         return None
     if counters is None:
         return None
-    return int(counters.bytes_sent), int(counters.bytes_recv)
+    return int(getattr(counters, first)), int(getattr(counters, second))
 
 
 def _io_pressure_us() -> int | None:
