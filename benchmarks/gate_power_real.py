@@ -40,7 +40,9 @@ class _LoadRecorder:
         self.rounds: list[dict[str, float]] = []
         self.started = time.monotonic()
 
-    def round_finished(self, workload: str, round_index: int, rounds: int) -> None:
+    def round_finished(
+        self, workload: str, round_index: int, rounds: int, reading: str | None = None
+    ) -> None:
         self.rounds.append(
             {
                 "round": round_index,

@@ -6,23 +6,21 @@ Exit codes (stable, documented in the README): 0 pass · 1 regression · 2 usage
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 
 from perfgate.cli_advise import advise_command
 from perfgate.cli_baseline import baseline_app
 from perfgate.cli_calibrate import calibrate
 from perfgate.cli_compare import compare
+from perfgate.cli_console import console, errors, guarded, say
 from perfgate.cli_diagnose import diagnose_command
 from perfgate.cli_report import report_command
 from perfgate.cli_rules import rules_app
 from perfgate.config import load_config
-from perfgate.errors import ExitCode, PerfgateError
+from perfgate.errors import ExitCode
 
 if TYPE_CHECKING:
     from perfgate.run import RunOutcome
@@ -34,26 +32,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="perfgate: the performance gate for ML training in CI.",
 )
-# Not a terminal (CI logs, pipes): wide enough for the summary table instead of rich's 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 160)
-errors = Console(stderr=True)
-T = TypeVar("T")
-
 CONFIG_OPTION = typer.Option(
     None, "--config", help="perfgate.toml or pyproject.toml (default: nearest one upwards)"
 )
-
-
-def guarded(action: Callable[[], T]) -> T:
-    """Run ``action``; a perfgate error becomes one line on stderr and its exit code."""
-    try:
-        return action()
-    except PerfgateError as exc:
-        errors.print(f"[bold red]error:[/bold red] {exc.one_line()}", highlight=False)
-        raise typer.Exit(int(exc.exit_code)) from None
-    except KeyboardInterrupt:
-        errors.print("interrupted")
-        raise typer.Exit(130) from None
 
 
 @app.command()
@@ -128,18 +109,15 @@ def run(
         *diagnosis_lines(outcome.result),
     ]
     for note in lines:
-        console.print(note, highlight=False, markup=False)
+        say(note)
     if slowdown:
-        console.print(
-            f"canary run: +{slowdown * 100:g}% injected per step; it will never become a baseline",
-            highlight=False,
-        )
-    console.print(f"result: {outcome.path}", highlight=False)
+        say(f"canary run: +{slowdown * 100:g}% injected per step; it will never become a baseline")
+    say(f"result: {outcome.path}")
     if outcome.stored_in:
-        console.print(f"stored in {outcome.stored_in}", highlight=False)
+        say(f"stored in {outcome.stored_in}")
     failures = failure_lines(outcome.result)
     for line in failures:
-        errors.print(line, highlight=False, markup=False)
+        say(line, to=errors)
     if profile:
         _print_advice(config, selection, outcome)
     if failures:
@@ -172,7 +150,7 @@ def _print_advice(config_path: Path | None, selection: Selection, outcome: RunOu
         write_json_atomic(path, advice_document(results, outcome.result.device))
         return path
 
-    console.print(f"advice: {guarded(action)}", highlight=False)
+    say(f"advice: {guarded(action)}")
 
 
 def _measure(
@@ -241,9 +219,9 @@ def _doctor_peak(
     outcome = guarded(lambda: doctor_peak(load_config(config_path), device, threads, json_out))
     console.print(ceilings_table(outcome.ceilings))
     key = outcome.ceilings.fingerprint_key[:12]
-    console.print(f"stored in {outcome.path} (environment {key})", highlight=False)
+    say(f"stored in {outcome.path} (environment {key})")
     if json_out is not None:
-        console.print(f"written to {json_out}", highlight=False)
+        say(f"written to {json_out}")
 
 
 @app.command()
@@ -275,7 +253,7 @@ def ingest(
 ) -> None:
     """Store result documents in the database (idempotent: a run is stored once)."""
     for line in guarded(lambda: _ingest(files, config)):
-        console.print(line, highlight=False)
+        say(line)
 
 
 def _ingest(files: list[Path], config_path: Path | None) -> list[str]:
@@ -308,7 +286,7 @@ def merge(
         write_result(out, merged)
         return f"merged {len(shards)} shards ({len(merged.workloads)} workloads): {out}"
 
-    console.print(guarded(action), highlight=False)
+    say(guarded(action))
 
 
 db_app = typer.Typer(
@@ -327,7 +305,7 @@ app.command("report")(report_command)
 @db_app.command("upgrade")
 def db_upgrade(config: Path | None = CONFIG_OPTION) -> None:
     """Migrate the database schema to this perfgate's revision (safe to run again)."""
-    console.print(guarded(lambda: _db_upgrade(config)), highlight=False)
+    say(guarded(lambda: _db_upgrade(config)))
 
 
 def _db_upgrade(config_path: Path | None) -> str:
@@ -347,7 +325,7 @@ def db_prune(
     config: Path | None = CONFIG_OPTION,
 ) -> None:
     """Clear raw per-step arrays of old runs (medians, summaries and live baselines stay)."""
-    console.print(guarded(lambda: _db_prune(keep_days, config)), highlight=False)
+    say(guarded(lambda: _db_prune(keep_days, config)))
 
 
 def _db_prune(keep_days: int, config_path: Path | None) -> str:

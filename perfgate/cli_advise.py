@@ -33,7 +33,7 @@ def advise_command(
     config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
 ) -> None:
     """Profile each workload, rank the rules' advice by estimated saving, optionally prove it."""
-    from perfgate.cli import console, errors, guarded
+    from perfgate.cli_console import console, errors, guarded, say
     from perfgate.runner.plan import Selection
 
     selection = Selection(
@@ -75,13 +75,12 @@ def advise_command(
     for result in results:
         console.print(advice_table(result))
     if json_out is not None:
-        console.print(f"advice: {json_out}", highlight=False)
+        say(f"advice: {json_out}")
     failed = [r for r in results if r.status != "ok"]
     for result in failed:
-        errors.print(
+        say(
             f"{result.name}: profiling {result.status}: {result.error}",
-            highlight=False,
-            markup=False,
+            to=errors,
         )
     if failed:
         from perfgate.errors import ExitCode

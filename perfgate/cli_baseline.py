@@ -38,7 +38,7 @@ def refresh(
 ) -> None:
     """Detect change points in the branch's history and move baselines after confirmed steps."""
     from perfgate.baseline.refresh import RefreshPolicy, refresh_baselines
-    from perfgate.cli import console, guarded
+    from perfgate.cli_console import console, guarded
     from perfgate.errors import UsageError
 
     def action() -> Table:
@@ -78,7 +78,7 @@ def show(
     """The baselines in the database, with how and why each was set."""
     from sqlmodel import Session
 
-    from perfgate.cli import console, guarded
+    from perfgate.cli_console import console, guarded
     from perfgate.report.run_summary import format_seconds
     from perfgate.store.history import list_baselines
 
@@ -125,7 +125,7 @@ def export(
 ) -> None:
     """Write baselines/<suite>/<key>.json for every live baseline of the branch."""
     from perfgate.baseline.export import export_baselines
-    from perfgate.cli import console, guarded
+    from perfgate.cli_console import guarded, say
 
     def action() -> tuple[list[Path], list[Path]]:
         settings = load_config(config)
@@ -134,6 +134,6 @@ def export(
 
     written, removed = guarded(action)
     for path in written:
-        console.print(f"wrote {path}", highlight=False)
+        say(f"wrote {path}")
     for path in removed:
-        console.print(f"removed {path} (no live baseline)", highlight=False)
+        say(f"removed {path} (no live baseline)")

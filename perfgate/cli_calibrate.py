@@ -38,7 +38,7 @@ def calibrate(
     """A/A repeats of each workload: its noise, and the regressions the gate can detect."""
     from perfgate.calibration.model import calibration_document, parse_target
     from perfgate.calibration.report import LEGEND, calibration_table
-    from perfgate.cli import console, errors, guarded
+    from perfgate.cli_console import console, errors, guarded, say
     from perfgate.errors import ExitCode
     from perfgate.result import write_json_atomic
 
@@ -60,17 +60,16 @@ def calibrate(
     if calibrations:
         console.print(calibration_table(calibrations, calibrations[0].device))
         for line in LEGEND:
-            console.print(line, highlight=False)
+            say(line)
     if json_out is not None:
         guarded(lambda: write_json_atomic(json_out, calibration_document(calibrations)))
-        console.print(f"calibration: {json_out}", highlight=False)
+        say(f"calibration: {json_out}")
     if calibrations and not no_store:
-        console.print(f"stored in {guarded(lambda: _store(loaded, measured))}", highlight=False)
+        say(f"stored in {guarded(lambda: _store(loaded, measured))}")
     for failed in measured.failures:
-        errors.print(
+        say(
             f"{failed.name}: {failed.status} — {failed.error or 'no detail'}",
-            highlight=False,
-            markup=False,
+            to=errors,
         )
     if measured.failures:
         raise typer.Exit(int(ExitCode.INFRASTRUCTURE))
@@ -84,7 +83,7 @@ def _measure(
     json_out: Path | None,
 ) -> tuple[Config, CalibrationRun]:
     from perfgate.calibration.measure import measure_calibrations
-    from perfgate.cli import console
+    from perfgate.cli_console import console
     from perfgate.cli_progress import RunProgress
 
     config = load_config(config_path)

@@ -41,7 +41,9 @@ def compare(
     base_ref: str | None = typer.Option(
         None, help="git ref for --confirm (default: origin/$GITHUB_BASE_REF in a PR job)"
     ),
-    rounds: int | None = typer.Option(None, help="A/B rounds (repeats a side); config ab_rounds"),
+    rounds: int | None = typer.Option(
+        None, help="most A/B rounds a workload gets; it stops when decided (config ab_rounds)"
+    ),
     budget: float | None = typer.Option(
         None, help="seconds allowed for the A/B measuring (config confirm_budget_s)"
     ),
@@ -75,7 +77,7 @@ def compare(
     config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
 ) -> None:
     """Judge a head run against its baseline, or two refs A/B: table, documents, exit code."""
-    from perfgate.cli import console, guarded
+    from perfgate.cli_console import console, guarded, say
     from perfgate.report.compare_table import verdict_table
 
     notes: list[str] = []
@@ -87,8 +89,6 @@ def compare(
         settings = load_config(config)
         policy = _policy(inconclusive or settings.inconclusive)
         advice_lines = _advice_lines(advice)  # a bad file fails before anything is measured
-        ab_rounds = rounds if rounds is not None else settings.ab_rounds
-        ab_budget = budget if budget is not None else settings.confirm_budget_s
         out_dir = ab_out or _default_ab_folder(settings.root)
         if ab is not None:
             if head is not None or baseline is not None or baseline_dir is not None or confirm:
@@ -110,8 +110,8 @@ def compare(
                     nproc_per_node=nproc_per_node,
                 ),
                 device or settings.device,
-                ab_rounds,
-                ab_budget,
+                rounds,
+                budget,
                 out_dir,
             )
         else:
@@ -119,12 +119,13 @@ def compare(
                 raise _usage("no head result document given", "pass HEAD.json, or use --ab")
             head_run = load_result(head)
             trusted_ref = base_ref or (_default_base_ref() if confirm else None)
+            governing = settings
             if trusted_ref is None:
                 verdict = _judge(
                     head_run, baseline, baseline_dir, branch, allow_env_drift, settings
                 )
             else:
-                verdict, policy = _judge_trusted(
+                verdict, policy, governing = _judge_trusted(
                     head_run, baseline, baseline_dir, branch, allow_env_drift, settings,
                     trusted_ref, inconclusive,
                 )  # fmt: skip
@@ -134,10 +135,11 @@ def compare(
                     verdict,
                     head_run,
                     settings,
+                    governing,
                     trusted_ref,
                     device or settings.device,
-                    ab_rounds,
-                    ab_budget,
+                    rounds,
+                    budget,
                     out_dir,
                 )
         verdict = _explained(verdict, head_run, settings)
@@ -159,9 +161,9 @@ def compare(
     table, code, written = guarded(action_or_error_comment)
     console.print(table)
     for note in notes:
-        console.print(note, highlight=False, markup=False)
+        say(note)
     for line in written:
-        console.print(line, highlight=False)
+        say(line)
     raise typer.Exit(code)
 
 
@@ -170,14 +172,18 @@ def _compare_refs(
     refs: tuple[str, str],
     selection: Selection,
     device: str,
-    rounds: int,
-    budget_s: float,
+    rounds: int | None,
+    budget_s: float | None,
     out_dir: Path,
 ) -> tuple[CompareVerdict, RunResult]:
-    from perfgate.cli import console
+    from perfgate.cli_console import console
     from perfgate.cli_progress import RoundProgress
     from perfgate.compare.ab import compare_refs
+    from perfgate.compare.sequential import ab_budget
+    from perfgate.run import resolve_device
 
+    device = resolve_device(device)
+    budget = ab_budget(config, device, rounds=rounds, budget_s=budget_s)
     with RoundProgress(console) as progress:
         outcome = compare_refs(
             config,
@@ -185,9 +191,8 @@ def _compare_refs(
             refs[0],
             refs[1],
             device=device,
-            rounds=rounds,
+            budget=budget,
             out_dir=out_dir,
-            budget_s=budget_s,
             observer=progress,
         )
     return outcome.verdict, outcome.head
@@ -197,16 +202,23 @@ def _confirm(
     verdict: CompareVerdict,
     head: RunResult,
     config: Config,
+    governing: Config,
     base_ref: str,
     device: str,
-    rounds: int,
-    budget_s: float,
+    rounds: int | None,
+    budget_s: float | None,
     out_dir: Path,
 ) -> CompareVerdict:
-    from perfgate.cli import console
+    """The A/B re-run of flagged workloads; its budget comes from ``governing``, the base
+    ref's configuration, which the pull request under test cannot have edited."""
+    from perfgate.cli_console import console
     from perfgate.cli_progress import RoundProgress
     from perfgate.compare.ab import confirm_alerts
+    from perfgate.compare.sequential import ab_budget
+    from perfgate.run import resolve_device
 
+    device = resolve_device(device)
+    budget = ab_budget(governing, device, rounds=rounds, budget_s=budget_s)
     with RoundProgress(console) as progress:
         return confirm_alerts(
             verdict,
@@ -214,9 +226,8 @@ def _confirm(
             config,
             base_ref,
             device=device,
-            rounds=rounds,
+            budget=budget,
             out_dir=out_dir,
-            budget_s=budget_s,
             observer=progress,
         )
 
@@ -361,9 +372,10 @@ def _judge_trusted(
     settings: Config,
     base_ref: str,
     inconclusive: str | None,
-) -> tuple[CompareVerdict, InconclusivePolicy]:
+) -> tuple[CompareVerdict, InconclusivePolicy, Config]:
     """The verdict with the base ref's thresholds, policy and ``baselines/``: what the pull
-    request under test cannot have edited (``perfgate.compare.trusted``)."""
+    request under test cannot have edited (``perfgate.compare.trusted``); also the base ref's
+    configuration, which governs the A/B that confirms it."""
     from dataclasses import replace
 
     from perfgate.compare.trusted import trusted_inputs
@@ -373,7 +385,7 @@ def _judge_trusted(
             head, baseline_path, trusted.baseline_dir, branch, allow_env_drift, trusted.config
         )
         policy = _policy(inconclusive or trusted.config.inconclusive)
-    return replace(verdict, notes=[*verdict.notes, trusted.note]), policy
+    return replace(verdict, notes=[*verdict.notes, trusted.note]), policy, trusted.config
 
 
 def _judge(

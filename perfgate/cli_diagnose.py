@@ -40,7 +40,7 @@ def diagnose_command(
 ) -> None:
     """What bounds each workload (compute, memory, host, input pipeline, storage,
     communication), with the numbers that decide it."""
-    from perfgate.cli import console, guarded
+    from perfgate.cli_console import console, guarded, say
     from perfgate.runner.plan import Selection
 
     selection = Selection(
@@ -77,7 +77,7 @@ def diagnose_command(
         guarded(
             lambda: write_json_atomic(json_out, documents[0] if len(documents) == 1 else documents)
         )
-        console.print(f"diagnosis: {json_out}", highlight=False)
+        say(f"diagnosis: {json_out}")
 
 
 def measure_and_diagnose(
@@ -85,7 +85,7 @@ def measure_and_diagnose(
 ) -> tuple[Path, list[WorkloadDiagnosis]]:
     """Run the selection (no store), profile each workload that ran, and classify."""
     from perfgate.advise.evidence import profile_workloads
-    from perfgate.cli import console
+    from perfgate.cli_console import console
     from perfgate.cli_progress import RunProgress
     from perfgate.diagnose.session import diagnose_result
     from perfgate.run import execute_run

@@ -76,13 +76,35 @@ class RunProgress(_Bars):
 
 
 class RoundProgress(_Bars):
-    """One bar per workload of an interleaved A/B run, advanced per round; implements
-    ``InterleaveObserver``."""
+    """Progress of an interleaved A/B, round by round; implements ``InterleaveObserver``.
+
+    On a terminal, one live bar per workload whose text is the judge's reading (the interval
+    so far and the decision); in a CI log, where a live display shows nothing until it ends,
+    one plain line per round instead.
+    """
 
     def __init__(self, console: Console) -> None:
         super().__init__(console, "A/B rounds")
+        self._console = console
+        self._live = console.is_terminal
 
-    def round_finished(self, workload: str, round_index: int, rounds: int) -> None:
+    def __enter__(self) -> Self:
+        if self._live:
+            self._progress.start()
+        return self
+
+    def round_finished(
+        self, workload: str, round_index: int, rounds: int, reading: str | None = None
+    ) -> None:
+        if not self._live:
+            line = reading or f"{workload}: round {round_index + 1}"
+            self._console.print(
+                f"{line} (at most {rounds} rounds)", markup=False, highlight=False, soft_wrap=True
+            )
+            return
+        description = reading or workload
         if workload not in self._tasks:
-            self._tasks[workload] = self._progress.add_task(workload, total=rounds)
-        self._progress.update(self._tasks[workload], completed=round_index + 1)
+            self._tasks[workload] = self._progress.add_task(description, total=rounds)
+        self._progress.update(
+            self._tasks[workload], completed=round_index + 1, description=description
+        )

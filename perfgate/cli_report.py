@@ -23,7 +23,7 @@ def report_command(
     config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
 ) -> None:
     """Write the self-contained HTML report of results, a verdict, advice and history."""
-    from perfgate.cli import console, guarded
+    from perfgate.cli_console import guarded, say
 
     def action() -> tuple[Path, str]:
         from perfgate.compare.document import VERDICT_SCHEMA
@@ -58,5 +58,5 @@ def report_command(
 
     written, note = guarded(action)
     if note:
-        console.print(note, highlight=False, markup=False)
-    console.print(f"report: {written.resolve()}", highlight=False)
+        say(note)
+    say(f"report: {written.resolve()}")

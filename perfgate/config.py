@@ -71,10 +71,13 @@ class Config:
     thresholds: Thresholds = field(default_factory=Thresholds)
     inconclusive: str = "exit4"
     """How ``compare`` exits on an inconclusive verdict: exit4, pass or fail."""
-    ab_rounds: int = 6
-    """Interleaved rounds (repeats a side) for ``compare --ab`` and ``--confirm``."""
-    confirm_budget_s: float = 900.0
-    """Wall-time budget of a ``compare --confirm`` re-run."""
+    ab_rounds: int | None = None
+    """The most interleaved rounds a workload gets in ``compare --ab`` and ``--confirm`` (the
+    sequential design's horizon; it stops sooner when decided). None: the device's default
+    (``perfgate.compare.sequential.DEFAULT_MAX_ROUNDS``)."""
+    confirm_budget_s: float | None = None
+    """Wall-time budget of one interleaved A/B (``--ab`` or ``--confirm``), all workloads.
+    None: the device's default (``DEFAULT_BUDGET_S``)."""
     rule_paths: tuple[str, ...] = ()
     """Folders of extra advisor rule files (relative to the config file), read after the
     built-in ``rules/``."""

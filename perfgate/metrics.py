@@ -60,6 +60,34 @@ def metric_values(workload: WorkloadResult) -> dict[str, list[float]]:
     return {name: values for name, values in metrics.items() if values}
 
 
+CONDITION_PREFIX = "condition."
+"""Per-repeat measurement conditions travel with the metrics (stored per run, summarised into
+baselines and snapshots) under this prefix; they are evidence about the machine, never
+judged as performance (see ``perfgate.compare.conditions``)."""
+CONDITIONS = (
+    "runqueue_wait_share",
+    "other_cpu_cores",
+    "cpu_pressure_share",
+    "steal_share",
+    "cpu_mhz",
+    "gpu_other_processes",
+    "gpu_sm_mhz",
+)
+"""The fields of ``perfgate.result.RepeatConditions`` that are kept per repeat."""
+
+
+def condition_values(workload: WorkloadResult) -> dict[str, list[float]]:
+    """Per condition (``condition.NAME``), one value per ok repeat that recorded it."""
+    ok = [r for r in workload.repeats if r.status == "ok" and r.conditions is not None]
+    values: dict[str, list[float]] = {}
+    for name in CONDITIONS:
+        column = [getattr(r.conditions, name) for r in ok]
+        numbers = [float(v) for v in column if v is not None]
+        if numbers:
+            values[CONDITION_PREFIX + name] = numbers
+    return values
+
+
 def flops_per_step(flops: FlopCount | None) -> float | None:
     """The FLOP figure TFLOP/s is computed from (counted preferred, else analytic)."""
     if flops is None or flops.used is None:

@@ -11,7 +11,8 @@ Format history (``SCHEMA_VERSION``):
   ``repeat.slowest_rank`` and ``repeat.ranks``, and the summary's ``world_size``,
   ``rank_spread``, ``communication_*`` and ``rank_imbalance``; measured ceilings (optional,
   written only when set) added 2026-12-02: the summary's ``ceiling_tflops``, ``ceiling_fraction``
-  and ``ceiling_measured_at``.
+  and ``ceiling_measured_at``; measurement conditions (optional) added 2026-12-03:
+  ``repeat.conditions`` and the ``virtual`` timer of the test harness's step clock.
 
 Readers call :func:`load_result`, which validates against ``schema/result-v1.json`` and refuses
 documents from a newer perfgate with a clear error, instead of misreading them.
@@ -56,6 +57,35 @@ class RankResult:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RepeatConditions:
+    """What else the machine was doing while one repeat's steps were timed: the evidence for
+    judging whether two measurements ran under the same conditions (``perfgate.conditions``).
+
+    Means over the parent's telemetry samples whose windows overlap the measured steps (at
+    4 Hz a short repeat has one: conditions at the sampler's resolution). Null where the
+    platform does not show a figure (no schedstat, no PSI, a CPU clock the VM hides, no GPU).
+    """
+
+    samples: int
+    """Telemetry samples the figures come from (0: none overlapped the measured steps)."""
+    runqueue_wait_share: float | None = None
+    """Time the worker's threads were runnable but waiting for a CPU, per second of wall time
+    (0.3: a neighbour took 30 % of a thread's time); the direct measure of CPU contention."""
+    other_cpu_cores: float | None = None
+    """CPU used by processes outside the worker's tree, in cores."""
+    cpu_pressure_share: float | None = None
+    """Share of the time some task on the machine waited for a CPU (PSI)."""
+    steal_share: float | None = None
+    """Share of the CPUs' time a hypervisor gave to other guests."""
+    cpu_mhz: float | None = None
+    """Mean CPU clock."""
+    gpu_other_processes: int | None = None
+    """Most compute processes outside the worker's tree seen on its GPU at once."""
+    gpu_sm_mhz: float | None = None
+    """Mean SM clock of the worker's GPU."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class RepeatResult:
     """One repeat: one fresh worker process, the statistical unit of every later comparison."""
 
@@ -66,7 +96,8 @@ class RepeatResult:
     exit_code: int | None = None
     wall_s: float = 0.0
     """Wall time of the whole worker process, import and set-up included."""
-    timer: Literal["perf_counter", "cuda_event"] | None = None
+    timer: Literal["perf_counter", "cuda_event", "virtual"] | None = None
+    """``virtual``: the test harness's deterministic clock (``perfgate.runner.step_clock``)."""
     threads: int | None = None
     """Intra-op threads the worker pinned with ``torch.set_num_threads``."""
     first_step_s: float | None = None
@@ -84,7 +115,13 @@ class RepeatResult:
     peak_memory: dict[str, int | None] = field(default_factory=dict)
     """``rss_bytes`` (CPU), ``cuda_allocated_bytes`` and ``cuda_reserved_bytes`` (GPU)."""
     phases: dict[str, float] = field(default_factory=dict)
-    """Unix times of ``start``, ``measure_start`` and ``measure_end`` (aligns telemetry)."""
+    """Unix times of the repeat's phases, in order: ``spawned`` (the parent starts the worker;
+    on every repeat, failed ones too), then from the worker's own document (an ok repeat only)
+    ``start`` (the repeat's code begins), ``imports_done`` (torch imported), ``cuda_ready``
+    (CUDA context created; device cuda only), ``setup_done`` (the factory returned),
+    ``flops_done`` (FLOPs counted; the first repeat only), ``measure_start`` (warm-up done),
+    ``measure_end``. The measured window aligns the telemetry; the rest is what a repeat costs
+    before its first timed step (``benchmarks/startup.py``)."""
     telemetry: dict[str, Any] | None = None
     """Columnar samples from the parent-side sampler (see ``perfgate.telemetry.sampler``)."""
     telemetry_summary: dict[str, Any] | None = None
@@ -97,6 +134,8 @@ class RepeatResult:
     """Distributed repeats only: the rank whose steps these are (the highest steady median)."""
     ranks: list[RankResult] | None = None
     """Distributed repeats only: every rank's samples, the slowest one included."""
+    conditions: RepeatConditions | None = None
+    """What else the machine did during the measured steps (null in older documents)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -256,7 +295,7 @@ class RunResult:
             if workload["summary"] is not None:
                 _drop_defaults(workload["summary"], dict.fromkeys(_OPTIONAL_SUMMARY))
             for repeat in workload["repeats"]:
-                _drop_defaults(repeat, {"slowest_rank": None, "ranks": None})
+                _drop_defaults(repeat, {"slowest_rank": None, "ranks": None, "conditions": None})
         return data
 
 
@@ -357,6 +396,8 @@ def _repeat_from_dict(data: dict[str, Any]) -> RepeatResult:
     fields = dict(data)
     if data.get("ranks") is not None:
         fields["ranks"] = [RankResult(**rank) for rank in data["ranks"]]
+    if data.get("conditions") is not None:
+        fields["conditions"] = RepeatConditions(**data["conditions"])
     return RepeatResult(**fields)
 
 

@@ -3,11 +3,15 @@ alert that way before a pull request is failed.
 
 ``compare --ab BASE HEAD`` checks both refs out as worktrees and measures them interleaved
 (A B B A …, see :mod:`perfgate.runner.interleave`), so whatever the machine does meanwhile
-lands on both sides. ``compare --confirm`` does the same for the workloads a baseline
-comparison flagged — the base ref in a worktree against the working tree the head result was
-measured in — and the final verdict for those workloads comes from the A/B run: a stored
-baseline measured days ago on another runner of the same type is good evidence, but a
-same-machine, same-hour A/B is better, and a red check costs people trust.
+lands on both sides, and sequentially: after every round the verdict's interval is updated
+and a workload stops as soon as it decides (``perfgate.compare.sequential``).
+
+``compare --confirm`` does the same for the workloads a baseline comparison flagged — the base
+ref in a worktree against the working tree the head result was measured in — and the final
+verdict for those workloads comes from the A/B run: a stored baseline measured days ago on
+another runner of the same type is good evidence, but a same-machine, same-hour A/B is better,
+and a red check costs people trust. An improvement is confirmed the same way before it is
+reported.
 
 Each side uses its own revision's workload code (user workload modules and source files are
 imported from that side's checkout); the settings (steps, warm-up, threads, seed) and the
@@ -23,14 +27,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from perfgate import __version__
-from perfgate.compare.baseline_source import from_result
 from perfgate.compare.gate import (
     CompareVerdict,
     WorkloadVerdict,
-    compare_runs,
     last_line,
     overall_verdict,
 )
+from perfgate.compare.sequential import ABBudget, SequentialJudge, judge_interleaved
 from perfgate.compare.worktrees import Checkout, checked_out, repository_root, resolve_commit
 from perfgate.config import Config, load_config
 from perfgate.errors import InfrastructureError, UsageError
@@ -68,12 +71,11 @@ def compare_refs(
     head_ref: str,
     *,
     device: str,
-    rounds: int,
+    budget: ABBudget,
     out_dir: Path,
-    budget_s: float | None = None,
     observer: InterleaveObserver | None = None,
 ) -> ABOutcome:
-    """``compare --ab``: both refs checked out and measured interleaved, then judged."""
+    """``compare --ab``: both refs checked out and measured interleaved until decided."""
     repo = repository_root(config.root)
     with checked_out(repo, [base_ref, head_ref]) as (base, head):
         sides = [
@@ -82,14 +84,15 @@ def compare_refs(
             replace(_side(config, repo, head, "head"), inject_slowdown=selection.inject_slowdown),
         ]
         base_run, head_run = measure_sides(
-            sides, selection, device=device, rounds=rounds, budget_s=budget_s, observer=observer
+            sides, selection, device=device, budget=budget, observer=observer
         )
     paths = _write(out_dir, base_run, head_run)
-    verdict = judge_ab(base_run, head_run, sides[0].config, f"{base_ref} ({base.commit[:12]})")
-    done = min((len(w.repeats) for w in head_run.workloads), default=0)
+    verdict = judge_ab(base_run, head_run, sides[0].config, budget)
+    done = ", ".join(f"{w.name} {len(w.repeats)}" for w in head_run.workloads)
     note = (
         f"interleaved A/B of {base_ref} ({base.commit[:12]}) against {head_ref} "
-        f"({head.commit[:12]}), {done} rounds; documents: {paths[0]}, {paths[1]}"
+        f"({head.commit[:12]}), rounds: {done} (at most {budget.max_rounds}); "
+        f"documents: {paths[0]}, {paths[1]}"
     )
     verdict = replace(verdict, notes=[*verdict.notes, note])
     return ABOutcome(base=base_run, head=head_run, paths=paths, verdict=verdict)
@@ -102,9 +105,8 @@ def confirm_alerts(
     base_ref: str,
     *,
     device: str,
-    rounds: int,
+    budget: ABBudget,
     out_dir: Path,
-    budget_s: float | None = None,
     observer: InterleaveObserver | None = None,
 ) -> CompareVerdict:
     """Re-judge every flagged workload by an interleaved A/B against ``base_ref``.
@@ -129,10 +131,10 @@ def confirm_alerts(
             ),
         ]
         base_run, head_run = measure_sides(
-            sides, selection, device=device, rounds=rounds, budget_s=budget_s, observer=observer
+            sides, selection, device=device, budget=budget, observer=observer
         )
     paths = _write(out_dir, base_run, head_run)
-    ab = judge_ab(base_run, head_run, sides[0].config, f"{base_ref} ({base.commit[:12]})")
+    ab = judge_ab(base_run, head_run, sides[0].config, budget)
     return _merge(verdict, ab, base_ref, paths)
 
 
@@ -141,12 +143,14 @@ def measure_sides(
     selection: Selection,
     *,
     device: str,
-    rounds: int,
-    budget_s: float | None,
+    budget: ABBudget,
     observer: InterleaveObserver | None,
 ) -> list[RunResult]:
-    """Plan each side from its own configuration, measure them interleaved, one run each."""
-    planned = [prepare(side.config, replace(selection, repeats=rounds)) for side in sides]
+    """Plan each side from its own configuration, measure them interleaved until the
+    sequential judge decides each workload (or the budget ends it), one run each."""
+    planned = [
+        prepare(side.config, replace(selection, repeats=budget.max_rounds)) for side in sides
+    ]
     settings = planned[0][1]  # the base side's settings govern both
     device = resolve_device(device)
     environment = run_fingerprint([p for plan, _ in planned for p in plan], settings, device)
@@ -159,8 +163,15 @@ def measure_sides(
         for side, (plan, _) in zip(sides, planned, strict=True)
     ]
     started = utc_now()
+    judge = SequentialJudge(sides[0].config.thresholds, len(planned[0][0]), budget.max_rounds)
     measured = run_interleaved(
-        arms, device, environment, rounds=rounds, budget_s=budget_s, observer=observer
+        arms,
+        device,
+        environment,
+        rounds=budget.max_rounds,
+        budget_s=budget.budget_s,
+        observer=observer,
+        judge=judge,
     )
     finished = utc_now()
     return [
@@ -171,27 +182,29 @@ def measure_sides(
     ]
 
 
-def judge_ab(base: RunResult, head: RunResult, base_config: Config, label: str) -> CompareVerdict:
-    """The verdict of an interleaved pair, with the base side's thresholds."""
-    failed = [w for w in base.workloads if w.status != "ok"]
-    if failed:
-        names = "; ".join(f"{w.name} ({w.status}: {last_line(w.error)})" for w in failed)
-        raise InfrastructureError(
-            f"base workloads did not run: {names}", "fix the base revision or re-run"
-        )
-    return compare_runs(
-        head,
-        from_result(base, f"interleaved A/B against {label}"),
-        # Same machine, same job: only the code differs (the fingerprint is shared).
-        allow_env_drift=True,
-        thresholds=base_config.thresholds,
-        method="interleaved",
-    )
+def judge_ab(
+    base: RunResult, head: RunResult, base_config: Config, budget: ABBudget
+) -> CompareVerdict:
+    """The verdict of an interleaved pair, with the base side's thresholds (same machine,
+    same job: only the code differs, so the fingerprint is shared)."""
+    for side, run in (("base", base), ("head", head)):
+        failed = [w for w in run.workloads if w.status != "ok"]
+        if failed:
+            names = "; ".join(f"{w.name} ({w.status}: {last_line(w.error)})" for w in failed)
+            raise InfrastructureError(
+                f"{side} workloads did not run: {names}", f"fix the {side} revision or re-run"
+            )
+    return judge_interleaved(base, head, base_config.thresholds, budget.max_rounds)
 
 
 def _flagged(workload: WorkloadVerdict) -> bool:
+    """Anything but a clean "no change" is re-measured: a regression must be confirmed before
+    it fails a pull request, an improvement before it is reported, and an inconclusive or
+    disturbed comparison is what the A/B exists to settle."""
     return workload.status == "loss_mismatch" or any(
-        c.verdict in ("regression", "inconclusive") for c in workload.comparisons
+        c.verdict in ("regression", "improvement", "inconclusive")
+        for c in workload.comparisons
+        if c.derived_from is None
     )
 
 

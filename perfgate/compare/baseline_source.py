@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import UsageError
-from perfgate.metrics import metric_values
+from perfgate.metrics import CONDITION_PREFIX, condition_values, metric_values
 from perfgate.result import RunResult, WorkloadResult
 from perfgate.telemetry.fingerprint import fingerprint_key
 
@@ -25,8 +25,17 @@ class BaselineWorkload:
     metrics: dict[str, list[float]]
     origin: str
     """Where it came from, for the report (a file, a snapshot, a database baseline id)."""
+    identity: str
+    """What it is, independent of where it was read: a run's id, or a baseline's key and
+    creation time (a database baseline and its exported snapshot share it). Seeds the
+    comparison's bootstrap (``perfgate.compare.gate.comparison_seed``)."""
     final_loss: float | None = None
     throttled_share: float | None = None
+    conditions: dict[str, list[float]] = field(default_factory=dict)
+    """Per-repeat measurement conditions (``perfgate.metrics.condition_values``, keyed by the
+    condition's name); empty for baselines recorded before perfgate kept them."""
+    canary: bool = False
+    """The baseline side is a canary run (an injected slowdown): never a fair reference."""
     repeats: dict[str, list[float]] = field(default_factory=dict)
 
 
@@ -40,8 +49,11 @@ def from_result(run: RunResult, origin: str) -> dict[str, BaselineWorkload]:
             environment=run.environment,
             metrics=metric_values(w),
             origin=origin,
+            identity=run.run_id,
             final_loss=w.summary.final_loss if w.summary else None,
             throttled_share=throttled_share(w),
+            conditions=conditions_of(w),
+            canary=bool(run.settings.inject_slowdown),
         )
         for w in run.workloads
         if w.status == "ok"
@@ -75,10 +87,24 @@ def from_snapshots(directory: Path, head: RunResult, branch: str) -> dict[str, B
     return found
 
 
+def conditions_of(workload: WorkloadResult) -> dict[str, list[float]]:
+    """The workload's per-repeat conditions keyed by the bare condition name."""
+    return {
+        name.removeprefix(CONDITION_PREFIX): values
+        for name, values in condition_values(workload).items()
+    }
+
+
 def _from_snapshot(data: dict[str, Any], origin: str) -> BaselineWorkload:
-    metrics = {
+    series = {
         name: [float(v) for v in stats.get("repeat_values", [])]
         for name, stats in data.get("metrics", {}).items()
+    }
+    metrics = {n: v for n, v in series.items() if not n.startswith(CONDITION_PREFIX)}
+    conditions = {
+        n.removeprefix(CONDITION_PREFIX): v
+        for n, v in series.items()
+        if n.startswith(CONDITION_PREFIX) and v
     }
     return BaselineWorkload(
         name=data["workload"],
@@ -86,7 +112,9 @@ def _from_snapshot(data: dict[str, Any], origin: str) -> BaselineWorkload:
         knobs=data.get("knobs", {}),
         environment=data.get("environment") or {},
         metrics={name: values for name, values in metrics.items() if values},
+        conditions=conditions,
         origin=origin,
+        identity=f"{data.get('key') or data['workload']}@{data.get('created_at') or ''}",
     )
 
 
@@ -124,6 +152,8 @@ def from_database(
                     continue
                 found[workload.name] = _from_snapshot(
                     {
+                        "key": row.key,
+                        "created_at": row.created_at,
                         "workload": row.workload,
                         "definition_hash": row.definition_hash,
                         "knobs": row.knobs,

@@ -7,13 +7,15 @@ A head workload that failed is an infrastructure error (3), never a regression.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import statistics
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from perfgate.compare.baseline_source import BaselineWorkload, throttled_share
+from perfgate.compare.baseline_source import BaselineWorkload, conditions_of, throttled_share
+from perfgate.compare.conditions import condition_blocks
 from perfgate.errors import ExitCode, InfrastructureError, UsageError
 from perfgate.metrics import METRICS, metric_values
 from perfgate.result import RunResult, WorkloadResult
@@ -78,9 +80,9 @@ def compare_runs(
     allow_env_drift: bool = False,
     thresholds: Thresholds | None = None,
     method: Literal["baseline", "interleaved"] = "baseline",
-    seed: int = 0,
 ) -> CompareVerdict:
-    """Judge every head workload against its baseline (BH-corrected across all metrics)."""
+    """Judge every head workload against its baseline (BH-corrected across the tested metrics;
+    each comparison's bootstrap seeded from the two sides' identities)."""
     thresholds = thresholds or Thresholds()
     failed = [w for w in head.workloads if w.status != "ok"]
     if failed:
@@ -95,7 +97,7 @@ def compare_runs(
             "compare on the same machine type, or pass --allow-env-drift",
         )
     compared = [
-        _compare_workload(w, baselines.get(w.name), thresholds, seed) for w in head.workloads
+        _compare_workload(w, baselines.get(w.name), thresholds, head.run_id) for w in head.workloads
     ]
     if all(v.status == "no_baseline" for v in compared):
         raise InfrastructureError(
@@ -121,7 +123,7 @@ def _compare_workload(
     workload: WorkloadResult,
     baseline: BaselineWorkload | None,
     thresholds: Thresholds,
-    seed: int,
+    head_run_id: str,
 ) -> WorkloadVerdict:
     if baseline is None:
         return WorkloadVerdict(name=workload.name, status="no_baseline")
@@ -129,21 +131,24 @@ def _compare_workload(
     if baseline.definition_hash != workload.definition_hash:
         notes.append("the workload definition differs from the baseline's (code or knobs changed)")
     head_metrics = metric_values(workload)
-    for metric in _incomparable(baseline.metrics, head_metrics, notes):
-        head_metrics.pop(metric)
-    comparisons = [
-        compare_metric(
+    plan = metric_plan(baseline.metrics, head_metrics)
+    notes.extend(plan.notes)
+
+    def judged(metric: str, seed_metric: str) -> MetricComparison:
+        return compare_metric(
             metric,
             baseline.metrics[metric],
-            values,
+            head_metrics[metric],
             direction=METRICS[metric].direction,
             threshold=thresholds.threshold(workload.name, metric),
             baseline_throttled=baseline.throttled_share,
             head_throttled=throttled_share(workload),
-            seed=seed,
+            seed=comparison_seed(baseline.identity, head_run_id, workload.name, seed_metric),
         )
-        for metric, values in head_metrics.items()
-        if baseline.metrics.get(metric)
+
+    comparisons = [judged(metric, metric) for metric in plan.tested]
+    comparisons += [
+        replace(judged(metric, plan.primary), derived_from=plan.primary) for metric in plan.derived
     ]
     status: Literal["compared", "loss_mismatch"] = "compared"
     head_loss = workload.summary.final_loss if workload.summary else None
@@ -159,6 +164,49 @@ def _compare_workload(
         comparisons=comparisons,
         notes=notes,
     )
+
+
+def _unless_disturbed(
+    verdict: WorkloadVerdict,
+    workload: WorkloadResult,
+    baseline: BaselineWorkload | None,
+    thresholds: Thresholds,
+    head_canary: bool,
+) -> WorkloadVerdict:
+    """The verdict, with its timing metrics made inconclusive when the two sides cannot be
+    compared fairly: a canary side, or measurement conditions that differ
+    (``perfgate.compare.conditions``). Peak memory does not depend on the neighbours."""
+    if baseline is None:
+        return verdict
+    blocks, notes = condition_blocks(
+        baseline.conditions,
+        conditions_of(workload),
+        thresholds.threshold(workload.name, "step_time_s"),
+        baseline_canary=baseline.canary,
+        head_canary=head_canary,
+    )
+    if not blocks:
+        return replace(verdict, notes=[*verdict.notes, *notes])
+    comparisons = [
+        replace(c, verdict="inconclusive", reasons=(*blocks, *c.reasons))
+        if c.metric in TIMING and c.verdict != "inconclusive"
+        else c
+        for c in verdict.comparisons
+    ]
+    return replace(verdict, comparisons=comparisons, notes=[*verdict.notes, *notes])
+
+
+def comparison_seed(baseline_identity: str, head_identity: str, workload: str, metric: str) -> int:
+    """The bootstrap's seed for one comparison, derived from what is compared.
+
+    The same two runs give the same verdict every time, but no single resampling plan is
+    shared by every comparison (one fixed seed made some plans decide more often than others
+    across thousands of pairs). The two identities are sorted, so swapping the sides keeps the
+    seed and the verdict stays exactly mirrored.
+    """
+    first, second = sorted((baseline_identity, head_identity))
+    text = "\x1f".join((first, second, workload, metric))
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
 
 
 def distributed_notes(workload: WorkloadResult) -> list[str]:
@@ -180,9 +228,51 @@ WORK_PER_STEP = (
 unchanged: a bigger batch makes the step legitimately slower (judge throughput instead), and
 a step that does more FLOPs raises TFLOP/s without being faster (judge time instead)."""
 
+RATES_OF_TIME = ("samples_per_s", "tokens_per_s", "tflops", "mfu")
+"""Metrics computed from each repeat's step time at a fixed amount of work per step."""
+TIMING = ("step_time_s", *RATES_OF_TIME)
+"""Metrics that move with the machine's load, clocks and neighbours."""
+INDEPENDENT = ("peak_memory_bytes",)
+"""Metrics measured on their own, tested beside the primary one."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricPlan:
+    """Which metrics of a workload are tested, and which are shown beside the one they come
+    from. Step time is the primary timing metric; samples/s, tokens/s, TFLOP/s and MFU are the
+    same numbers divided into a fixed amount of work, so testing them again would count one
+    measurement several times (and a bimodal step time would get several chances to look
+    inconclusive). When the samples per step changed, time per sample (samples/s) is primary."""
+
+    primary: str
+    tested: tuple[str, ...]
+    """The primary metric first, then the independent ones."""
+    derived: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+
+
+def metric_plan(
+    baseline: Mapping[str, Sequence[float]], head: Mapping[str, Sequence[float]]
+) -> MetricPlan:
+    """The plan for the metrics both sides have; work-per-step changes are noted."""
+    notes: list[str] = []
+    dropped = set(_incomparable(baseline, head, notes))
+    present = [m for m in METRICS if baseline.get(m) and head.get(m) and m not in dropped]
+    timing = [m for m in ("step_time_s", *RATES_OF_TIME) if m in present]
+    primary = timing[0] if timing else None
+    tested = [primary] if primary else []
+    tested += [m for m in INDEPENDENT if m in present]
+    derived = tuple(m for m in timing[1:])
+    return MetricPlan(
+        primary=primary or "step_time_s",
+        tested=tuple(tested),
+        derived=derived,
+        notes=tuple(notes),
+    )
+
 
 def _incomparable(
-    baseline: dict[str, list[float]], head: dict[str, list[float]], notes: list[str]
+    baseline: Mapping[str, Sequence[float]], head: Mapping[str, Sequence[float]], notes: list[str]
 ) -> list[str]:
     """Metrics that must not be compared because the work per step changed (noted)."""
     dropped: list[str] = []
@@ -199,7 +289,7 @@ def _incomparable(
     return dropped
 
 
-def _work_per_step(metrics: dict[str, list[float]], rate: str, unit: float) -> float | None:
+def _work_per_step(metrics: Mapping[str, Sequence[float]], rate: str, unit: float) -> float | None:
     rates, times = metrics.get(rate), metrics.get("step_time_s")
     if not rates or not times or len(rates) != len(times):
         return None
@@ -207,10 +297,35 @@ def _work_per_step(metrics: dict[str, list[float]], rate: str, unit: float) -> f
 
 
 def _corrected(verdicts: list[WorkloadVerdict]) -> list[WorkloadVerdict]:
-    """Benjamini–Hochberg over every metric of every workload, then absolute tolerances."""
-    flat = [c for v in verdicts for c in v.comparisons]
-    corrected = iter(_apply_tolerances(correct(flat)))
-    return [replace(v, comparisons=[next(corrected) for _ in v.comparisons]) for v in verdicts]
+    """Benjamini–Hochberg over every tested metric of every workload, then absolute
+    tolerances; a derived metric takes the verdict of the metric it comes from."""
+    tested = [c for v in verdicts for c in v.comparisons if c.derived_from is None]
+    corrected = iter(_apply_tolerances(correct(tested)))
+    result = []
+    for verdict in verdicts:
+        own = [next(corrected) for c in verdict.comparisons if c.derived_from is None]
+        derived = [c for c in verdict.comparisons if c.derived_from is not None]
+        result.append(replace(verdict, comparisons=with_derived_verdicts(own, derived)))
+    return result
+
+
+def with_derived_verdicts(
+    tested: list[MetricComparison], derived: list[MetricComparison]
+) -> list[MetricComparison]:
+    """The tested comparisons, then each derived one carrying its source's final verdict."""
+    final = {c.metric: c for c in tested}
+    shown = []
+    for comparison in derived:
+        source = final[comparison.derived_from or ""]
+        shown.append(
+            replace(
+                comparison,
+                verdict=source.verdict,
+                p_adjusted=source.p_adjusted,
+                reasons=(f"{source.metric} at the same work per step; not tested again",),
+            )
+        )
+    return [*tested, *shown]
 
 
 def _apply_tolerances(comparisons: list[MetricComparison]) -> list[MetricComparison]:

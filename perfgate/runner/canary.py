@@ -19,6 +19,10 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from perfgate.runner.step_clock import VirtualClock
 
 CALIBRATION_CYCLES = 20_000_000
 """Clock cycles spun per calibration sample: about 10 ms at the clocks of current GPUs."""
@@ -44,15 +48,28 @@ class SlowdownInjector:
     for the calibration) and called after each measured step, inside the timed region.
     """
 
-    def __init__(self, device: str, fraction: float, warmup_times_s: Sequence[float]) -> None:
+    def __init__(
+        self,
+        device: str,
+        fraction: float,
+        warmup_times_s: Sequence[float],
+        clock: VirtualClock | None = None,
+    ) -> None:
         self.reference_s = reference_step_s(warmup_times_s)
         self.seconds_per_step = fraction * self.reference_s
+        self._clock = clock
         self._cuda_cycles = (
-            round(self.seconds_per_step * _cuda_sleep_cycles_per_s()) if device == "cuda" else None
+            round(self.seconds_per_step * _cuda_sleep_cycles_per_s())
+            if device == "cuda" and clock is None
+            else None
         )
 
     def burn(self) -> None:
-        """Add one step's extra cost: a spin kernel on CUDA, a busy loop on the CPU."""
+        """Add one step's extra cost: a spin kernel on CUDA, a busy loop on the CPU (the test
+        harness's virtual clock simply advances)."""
+        if self._clock is not None:
+            self._clock.advance(self.seconds_per_step)
+            return
         if self._cuda_cycles is not None:
             import torch
 

@@ -10,7 +10,9 @@ linear drift adds the same to both.
 
 Every repeat is still a fresh process (the statistical unit of the gate), and a workload stops
 for every arm as soon as one arm's repeat fails: a comparison with one side missing would say
-nothing.
+nothing. With a :class:`RoundJudge` (the sequential A/B of ``perfgate.compare.sequential``) a
+workload also stops as soon as the judge has decided, so the rounds a verdict costs follow from
+the evidence, not from a fixed count.
 """
 
 from __future__ import annotations
@@ -45,9 +47,36 @@ class Arm:
 
 
 class InterleaveObserver(Protocol):
-    """Progress callbacks for an interleaved run."""
+    """Progress callbacks for an interleaved run; ``reading`` is the judge's one-line account
+    of where the comparison stands (None without a judge)."""
 
-    def round_finished(self, workload: str, round_index: int, rounds: int) -> None: ...
+    def round_finished(
+        self, workload: str, round_index: int, rounds: int, reading: str | None = None
+    ) -> None: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArmRounds:
+    """One arm's repeats of one workload so far, in round order."""
+
+    repeats: Sequence[RepeatResult]
+    samples_per_step: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoundReading:
+    """What the judge makes of the rounds so far."""
+
+    decided: bool
+    summary: str
+
+
+class RoundJudge(Protocol):
+    """Decides after each round whether a workload needs more (``final``: it will get none)."""
+
+    def judge_round(
+        self, workload: str, arms: Sequence[ArmRounds], final: bool
+    ) -> RoundReading: ...
 
 
 def run_interleaved(
@@ -58,11 +87,14 @@ def run_interleaved(
     rounds: int,
     budget_s: float | None = None,
     observer: InterleaveObserver | None = None,
+    judge: RoundJudge | None = None,
 ) -> list[list[WorkloadResult]]:
     """Measure every workload of the arms in alternating rounds; one result list per arm.
 
-    ``budget_s`` caps the wall time: it is shared evenly among the workloads still to run, and
-    a workload stops early (never below :data:`MIN_ROUNDS`) once its next round would not fit.
+    ``rounds`` is the most a workload gets. ``budget_s`` caps the wall time: it is shared
+    evenly among the workloads still to run, and a workload stops early (never below
+    :data:`MIN_ROUNDS`) once its next round would not fit. ``judge`` stops it as soon as it
+    has decided.
     """
     names = _common_workloads(arms)
     _check_comparable(arms)
@@ -80,7 +112,7 @@ def run_interleaved(
             share = _share(deadline, len(names) - position)
             planned = [plans[name] for plans in by_name]
             measured = _interleave_workload(
-                arms, planned, device, gpu, Path(scratch), rounds, share, observer
+                arms, planned, device, gpu, Path(scratch), rounds, share, observer, judge
             )
             for arm_index, (repeats, first) in enumerate(measured):
                 results[arm_index].append(
@@ -98,6 +130,7 @@ def _interleave_workload(
     rounds: int,
     budget_s: float | None,
     observer: InterleaveObserver | None,
+    judge: RoundJudge | None,
 ) -> list[tuple[list[RepeatResult], dict[str, Any]]]:
     started = time.monotonic()
     measured: list[tuple[list[RepeatResult], dict[str, Any]]] = [([], {}) for _ in arms]
@@ -122,11 +155,21 @@ def _interleave_workload(
                 return measured
             if not first:
                 measured[arm_index] = (repeats, document)
-        if observer:
-            observer.round_finished(name, round_index, rounds)
         done = round_index + 1
         elapsed = time.monotonic() - started
-        if budget_s is not None and done >= MIN_ROUNDS and elapsed * (done + 1) / done > budget_s:
+        out_of_time = (
+            budget_s is not None and done >= MIN_ROUNDS and elapsed * (done + 1) / done > budget_s
+        )
+        reading = None
+        if judge is not None:
+            progress = [
+                ArmRounds(repeats=repeats, samples_per_step=first.get("samples_per_step"))
+                for repeats, first in measured
+            ]
+            reading = judge.judge_round(name, progress, final=out_of_time or done == rounds)
+        if observer:
+            observer.round_finished(name, round_index, rounds, reading.summary if reading else None)
+        if out_of_time or (reading is not None and reading.decided):
             break
     return measured
 

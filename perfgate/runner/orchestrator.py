@@ -8,15 +8,19 @@ wait) and the next workload runs.
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from perfgate.result import RankResult, RepeatResult, RunSettings, WorkloadResult
+from perfgate.runner.conditions import repeat_conditions
 from perfgate.runner.plan import PlannedWorkload
 from perfgate.runner.process import RepeatProcessResult, run_worker
+from perfgate.runner.step_clock import step_clock_from_env
 from perfgate.runner.summary import choose_flops, summarize_workload
 from perfgate.telemetry.host import default_thread_count
 from perfgate.telemetry.sampler import summarize as summarize_telemetry
@@ -103,10 +107,15 @@ def run_repeat(
 ) -> tuple[RepeatResult, dict[str, Any]]:
     """One repeat in a fresh worker process: its result and the worker's raw document.
 
-    FLOPs are counted in repeat 0 only (the count is deterministic and costs a step).
+    FLOPs are counted in repeat 0 only (the count is deterministic and costs a step). Under
+    the test harness's ``PERFGATE_TEST_STEP_CLOCK`` the worker times on a virtual clock seeded
+    by this repeat's label (``perfgate.runner.step_clock``).
     """
     label = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{tag}{planned.definition.name}")
     spec = worker_spec(planned, settings, device, count_flops=index == 0)
+    clock = step_clock_from_env(os.environ)
+    if clock is not None:
+        spec["step_clock"] = clock.for_repeat(f"{label}-{index}")
     if index == 0 and spec.get("nproc_per_node"):
         spec["communication"] = {
             "steps": COMMUNICATION_STEPS,
@@ -120,7 +129,10 @@ def run_repeat(
         gpu.get("nvml_index") if device == "cuda" else None,
         SAMPLE_INTERVAL_S,
     )
-    return _repeat_result(index, outcome), outcome.document if outcome.status == "ok" else {}
+    repeat = _repeat_result(index, outcome)
+    if clock is not None:  # the test harness's virtual machine: its own conditions
+        repeat = replace(repeat, conditions=clock.conditions())
+    return repeat, outcome.document if outcome.status == "ok" else {}
 
 
 def worker_spec(
@@ -164,9 +176,8 @@ def rank_threads(settings: RunSettings, device: str) -> int | None:
 def _repeat_result(index: int, outcome: RepeatProcessResult) -> RepeatResult:
     doc = outcome.document if outcome.status == "ok" else {}
     phases = doc.get("phases", {})
-    summary = summarize_telemetry(
-        outcome.telemetry, phases.get("measure_start"), phases.get("measure_end")
-    )
+    start, end = phases.get("measure_start"), phases.get("measure_end")
+    summary = summarize_telemetry(outcome.telemetry, start, end)
     return RepeatResult(
         index=index,
         status=outcome.status,  # type: ignore[arg-type]
@@ -190,6 +201,7 @@ def _repeat_result(index: int, outcome: RepeatProcessResult) -> RepeatResult:
         injected_s_per_step=doc.get("injected_s_per_step"),
         slowest_rank=doc.get("slowest_rank"),
         ranks=[RankResult(**rank) for rank in doc["ranks"]] if doc.get("ranks") else None,
+        conditions=repeat_conditions(outcome.telemetry, start, end),
     )
 
 

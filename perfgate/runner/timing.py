@@ -9,7 +9,10 @@ the work is synchronous and ``time.perf_counter`` is the right clock.
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from perfgate.runner.step_clock import VirtualClock
 
 
 class StepTimer(Protocol):
@@ -67,6 +70,24 @@ class CudaEventTimer:
         ]
 
 
-def make_timer(device: str) -> StepTimer:
-    """The right clock for ``device``."""
+class VirtualTimer:
+    """The test harness's deterministic clock (``perfgate.runner.step_clock``)."""
+
+    name = "virtual"
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self._clock = clock
+        self._marks: list[float] = []
+
+    def mark(self) -> None:
+        self._marks.append(self._clock.now())
+
+    def durations(self) -> list[float]:
+        return [b - a for a, b in zip(self._marks, self._marks[1:], strict=False)]
+
+
+def make_timer(device: str, clock: VirtualClock | None = None) -> StepTimer:
+    """The right clock for ``device``, or the test harness's virtual one when given."""
+    if clock is not None:
+        return VirtualTimer(clock)
     return CudaEventTimer() if device == "cuda" else PerfCounterTimer()

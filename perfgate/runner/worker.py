@@ -40,6 +40,7 @@ from perfgate.errors import UsageError
 from perfgate.result import write_json_atomic
 from perfgate.runner.canary import SlowdownInjector
 from perfgate.runner.steady import steady_start
+from perfgate.runner.step_clock import VirtualClock, install_step_clock
 from perfgate.runner.timing import make_timer
 from perfgate.workloads.protocol import DistributedContext, TrainingSetup, WorkloadContext
 
@@ -156,15 +157,24 @@ def run_repeat(spec: dict[str, Any], distributed: DistributedContext | None) -> 
     On a distributed repeat every rank measures its own steps, and the first repeat's ranks then
     profile a short communication window (``spec["communication"]``).
     """
+    phases = {"start": time.time()}
     import torch
 
-    phases = {"start": time.time()}
+    phases["imports_done"] = time.time()
+    if spec["device"] == "cuda":
+        init_cuda()
+        phases["cuda_ready"] = time.time()
+    clock = install_step_clock(spec.get("step_clock"))
     context = workload_context(spec, distributed)
     reference = spec["factory"]
     setup = check_setup(load_factory(reference)(context), reference)
     source = BatchSource(setup.batches, reference)
+    phases["setup_done"] = time.time()
 
-    flops = count_step_flops(setup, source) if spec.get("count_flops") else None
+    flops = None
+    if spec.get("count_flops"):
+        flops = count_step_flops(setup, source)
+        phases["flops_done"] = time.time()
     measured = measure_steps(
         setup,
         source,
@@ -173,6 +183,7 @@ def run_repeat(spec: dict[str, Any], distributed: DistributedContext | None) -> 
         spec["steps"],
         phases,
         inject_slowdown=spec.get("inject_slowdown"),
+        clock=clock,
     )
     document = {
         "status": "ok",
@@ -206,6 +217,15 @@ def run_repeat(spec: dict[str, Any], distributed: DistributedContext | None) -> 
     return document
 
 
+def init_cuda() -> None:
+    """Initialise CUDA and create the current device's context now (a synchronisation needs
+    one), so its cost is a phase of its own, not part of the factory's. Under torchrun the
+    rank's device is already current (``perfgate.distributed.process_group``)."""
+    import torch
+
+    torch.cuda.synchronize()
+
+
 def count_step_flops(setup: TrainingSetup, source: BatchSource) -> dict[str, Any]:
     """FLOPs of one eager training step, counted before (and apart from) the timed steps."""
     from perfgate.runner.flops import count_flops
@@ -224,8 +244,10 @@ def measure_steps(
     steps: int,
     phases: dict[str, float],
     inject_slowdown: float | None = None,
+    clock: VirtualClock | None = None,
 ) -> dict[str, Any]:
-    """Warm-up then measured steps, boundaries marked by the device's timer.
+    """Warm-up then measured steps, boundaries marked by the device's timer (or the test
+    harness's virtual ``clock``, see ``perfgate.runner.step_clock``).
 
     Losses are kept as detached tensors and read once at the end, so the loop never forces a
     device synchronisation of its own.
@@ -235,7 +257,7 @@ def measure_steps(
     ``perfgate.runner.canary``). Reading them may synchronise the device, so the measured steps
     start from a fresh boundary mark and that pause is charged to no step.
     """
-    timer = make_timer(device)
+    timer = make_timer(device, clock)
     injector: SlowdownInjector | None = None
     losses = []
     waits = []
@@ -243,7 +265,7 @@ def measure_steps(
     for index in range(warmup + steps):
         if index == warmup:
             if inject_slowdown:
-                injector = SlowdownInjector(device, inject_slowdown, timer.durations())
+                injector = SlowdownInjector(device, inject_slowdown, timer.durations(), clock)
                 timer.mark()
             phases["measure_start"] = time.time()
         batch, wait = source.next()

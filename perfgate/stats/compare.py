@@ -99,6 +99,15 @@ class MetricComparison:
     head_values: tuple[float, ...] = ()
     """The per-repeat values compared (sorted): the report draws the two distributions from
     the verdict itself, so the picture is of exactly the numbers that were judged."""
+    method: Literal["bootstrap", "sequential"] = "bootstrap"
+    """``bootstrap``: the fixed-size test of this module (a stored baseline, or another run);
+    ``sequential``: the repeated confidence interval of an interleaved A/B
+    (``perfgate.stats.sequential``), valid at whatever round it stopped."""
+    derived_from: str | None = None
+    """Set when this metric is another one recomputed at fixed work per step (samples/s from
+    step time): shown beside it with the same interval, never tested again nor counted twice."""
+    rounds_needed: int | None = None
+    """Sequential only: roughly how many rounds would decide at the measured noise."""
 
 
 def compare_metric(

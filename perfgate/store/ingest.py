@@ -20,7 +20,7 @@ from sqlalchemy.sql.dml import Insert
 from sqlmodel import Session, SQLModel, col
 
 from perfgate.errors import UsageError
-from perfgate.metrics import metric_values, steady_median
+from perfgate.metrics import condition_values, metric_values, steady_median
 from perfgate.result import RepeatResult, RunResult, WorkloadResult
 from perfgate.store.engine import make_engine, unavailable_on_error, write_transaction
 from perfgate.store.tables import (
@@ -151,7 +151,7 @@ def _add_workload(session: Session, run_id: str, workload: WorkloadResult) -> No
     assert row.id is not None
     for repeat in workload.repeats:
         session.add(_sample_row(row.id, repeat))
-    for metric, values in metric_values(workload).items():
+    for metric, values in {**metric_values(workload), **condition_values(workload)}.items():
         session.add(
             MetricSummaryRow(
                 workload_result_id=row.id,

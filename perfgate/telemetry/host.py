@@ -40,6 +40,21 @@ Storage and network are rates in bytes per second over each sample's window:
   gloo traffic) moves its gradients over loopback, and that traffic is what it shows (a
   loopback byte counts once as sent and once as received).
 
+What else competes for the machine, for judging whether two measurements ran under the same
+conditions (``perfgate.conditions``):
+
+- ``process_runqueue_wait_percent``: the time the worker's threads were runnable but waiting for
+  a CPU (Linux ``/proc/PID/task/TID/schedstat``, the scheduler's own account), in percent of the
+  window (one waiting thread all the time: 100). The direct measure of a neighbour taking the
+  CPU from the code under test; null where there is no schedstat.
+- ``system_other_cpu_percent``: CPU time used by everything outside the worker's process tree,
+  in percent of one core (the machine's busy time minus the tree's).
+- ``system_cpu_pressure_percent``: the share of the window in which some task waited for a CPU
+  (PSI ``/proc/pressure/cpu``, "some"); ``system_steal_percent``: CPU time a hypervisor gave to
+  other guests, as a share of all CPUs' time (Linux, null elsewhere); ``cpu_freq_mhz``: the
+  current clock psutil reports (the mean over CPUs; null where the platform hides it);
+  ``system_runnable``: tasks running or runnable at the sample (``procs_running``).
+
 Cost: one sample of a process with four descendants takes about 0.8 ms of the parent's CPU on a
 2-core development machine (0.5 ms without the storage and network columns; the machine-wide
 disk and network counters are ~0.1 ms of it, each process's ``/proc/PID/io`` ~0.02 ms). At 4 Hz
@@ -68,6 +83,8 @@ _CGROUP_V1_QUOTA = Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")
 _CGROUP_V1_PERIOD = Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us")
 
 _PSI_IO = "/proc/pressure/io"
+_PSI_CPU = "/proc/pressure/cpu"
+_PROC_STAT = "/proc/stat"
 
 _HAS_PROCESS_IO = hasattr(psutil.Process, "io_counters")
 _REAPED_IO_FOLDS_INTO_PARENT = sys.platform.startswith("linux")
@@ -105,6 +122,12 @@ class HostSample:
     system_disk_write_bytes_per_s: float | None = None
     system_net_sent_bytes_per_s: float | None = None
     system_net_recv_bytes_per_s: float | None = None
+    process_runqueue_wait_percent: float | None = None
+    system_other_cpu_percent: float | None = None
+    system_cpu_pressure_percent: float | None = None
+    system_steal_percent: float | None = None
+    cpu_freq_mhz: float | None = None
+    system_runnable: int | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +163,8 @@ class HostProbe:
         self._last_disk = _disk_bytes()
         self._last_net = _net_bytes()
         self._last_pressure = _io_pressure_us()
+        self._last_cpu_pressure = _cpu_pressure_us()
+        self._last_wait = _runqueue_wait_s(pid)
         self._last_io: dict[_Key, _Io] = {}
         tree = self._read_tree()
         self._last_process_cpu = tree.process_cpu
@@ -154,6 +179,8 @@ class HostProbe:
         disk = _disk_bytes()
         net = _net_bytes()
         pressure = _io_pressure_us()
+        cpu_pressure = _cpu_pressure_us()
+        wait = _runqueue_wait_s(self._process.pid) if self._process is not None else None
         tree = self._read_tree()
         read_rate, write_rate = self._io_rates(tree.io, window)
         sample = HostSample(
@@ -171,12 +198,30 @@ class HostProbe:
             system_disk_write_bytes_per_s=_rate(self._last_disk, disk, 1, window),
             system_net_sent_bytes_per_s=_rate(self._last_net, net, 0, window),
             system_net_recv_bytes_per_s=_rate(self._last_net, net, 1, window),
+            process_runqueue_wait_percent=_percent(self._last_wait, wait, window),
+            system_other_cpu_percent=self._other_cpu_percent(system, tree, window),
+            system_cpu_pressure_percent=_pressure_percent(
+                self._last_cpu_pressure, cpu_pressure, window
+            ),
+            system_steal_percent=_steal_percent(self._last_system, system, window),
+            cpu_freq_mhz=_cpu_freq_mhz(),
+            system_runnable=_procs_running(),
         )
         self._last_wall, self._last_system = now, system
         self._last_disk, self._last_net, self._last_pressure = disk, net, pressure
+        self._last_cpu_pressure, self._last_wait = cpu_pressure, wait
         self._last_process_cpu, self._last_children_cpu = tree.process_cpu, tree.children_cpu
         self._last_io = tree.io or {}
         return sample
+
+    def tree_pids(self) -> set[int]:
+        """The process and its live descendants (for telling its GPU processes from others)."""
+        if self._process is None:
+            return set()
+        try:
+            return {self._process.pid, *(child.pid for child in descendants(self._process))}
+        except psutil.Error:
+            return {self._process.pid}
 
     def _read_tree(self) -> _Tree:
         """CPU, RSS and I/O of the process and each live descendant.
@@ -219,6 +264,22 @@ class HostProbe:
             children_rss=rss if children is not None else None,
             io=io if process_io is not None else None,
         )
+
+    def _other_cpu_percent(self, system: _CpuTimes, tree: _Tree, window: float) -> float | None:
+        """CPU used outside the worker's tree over the window, in percent of one core."""
+        if window < MIN_CPU_WINDOW_S:
+            return None
+        busy = (_cpu_total(system) - _cpu_idle(system)) - (
+            _cpu_total(self._last_system) - _cpu_idle(self._last_system)
+        )
+        own = 0.0
+        if tree.process_cpu is not None and self._last_process_cpu is not None:
+            own += max(tree.process_cpu - self._last_process_cpu, 0.0)
+        own += sum(
+            max(seconds - self._last_children_cpu.get(key, 0.0), 0.0)
+            for key, seconds in tree.children_cpu.items()
+        )
+        return round(100 * max(busy - own, 0.0) / window, 1)
 
     def _children_percent(self, children_cpu: dict[_Key, float], window: float) -> float | None:
         """CPU % of the descendants over the window; a new child counts from zero."""
@@ -395,8 +456,71 @@ def _counter_pair(read: Callable[..., Any], first: str, second: str) -> tuple[in
 
 def _io_pressure_us() -> int | None:
     """Cumulative microseconds in which some task was stalled on I/O (Linux PSI), or None."""
+    return _pressure_total_us(_PSI_IO)
+
+
+def _cpu_pressure_us() -> int | None:
+    """Cumulative microseconds in which some task waited for a CPU (Linux PSI), or None."""
+    return _pressure_total_us(_PSI_CPU)
+
+
+def _runqueue_wait_s(pid: int) -> float | None:
+    """Seconds all threads of ``pid`` have spent runnable but waiting for a CPU (the second
+    field of each ``/proc/PID/task/TID/schedstat``, nanoseconds); None where unavailable.
+    A thread that has exited takes its share with it: the rate over a window reads low then,
+    never high."""
     try:
-        with open(_PSI_IO, "rb") as handle:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    waited = 0
+    seen = False
+    for tid in tasks:
+        try:
+            fields = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()
+            waited += int(fields[1])
+            seen = True
+        except (OSError, IndexError, ValueError):
+            continue
+    return waited / 1e9 if seen else None
+
+
+def _steal_percent(before: _CpuTimes, after: _CpuTimes, window: float) -> float | None:
+    """Share of all CPUs' time a hypervisor ran other guests instead of us (Linux)."""
+    if window < MIN_CPU_WINDOW_S or not hasattr(after, "steal"):
+        return None
+    total = _cpu_total(after) - _cpu_total(before)
+    stolen = getattr(after, "steal", 0.0) - getattr(before, "steal", 0.0)
+    return round(100 * max(stolen, 0.0) / total, 1) if total > 0 else None
+
+
+def _cpu_freq_mhz() -> float | None:
+    """The current CPU clock (mean over CPUs), where the platform reports one."""
+    try:
+        frequency = psutil.cpu_freq()
+    except (OSError, NotImplementedError, RuntimeError, AttributeError):
+        return None
+    if frequency is None or not frequency.current:
+        return None
+    return round(float(frequency.current), 1)
+
+
+def _procs_running() -> int | None:
+    """Tasks running or runnable right now (``procs_running`` of ``/proc/stat``), or None."""
+    try:
+        with open(_PROC_STAT, "rb") as handle:
+            for line in handle:
+                if line.startswith(b"procs_running "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _pressure_total_us(path: str) -> int | None:
+    """The "some" line's cumulative stall microseconds of one PSI file, or None."""
+    try:
+        with open(path, "rb") as handle:
             first = handle.readline()
     except OSError:  # no such file, or PSI compiled in but disabled (EOPNOTSUPP)
         return None
@@ -410,7 +534,7 @@ def _io_pressure_us() -> int | None:
 
 
 def _pressure_percent(before: int | None, after: int | None, window: float) -> float | None:
-    """Share of the window stalled on I/O, in percent (0 to 100)."""
+    """Share of the window stalled (on I/O, or waiting for a CPU), in percent (0 to 100)."""
     if before is None or after is None or window < MIN_CPU_WINDOW_S:
         return None
     return round(min(100 * max(after - before, 0) / 1e6 / window, 100.0), 1)

@@ -128,6 +128,9 @@ class GpuSample:
     throttle_reasons: list[str] | None
     throttled: bool | None
     """True when a reason in ``SLOWING_REASONS`` is active."""
+    other_processes: int | None = None
+    """Compute processes on this GPU outside the measured process tree (another job sharing
+    the GPU); set by the sampler, which knows the tree (``NvmlDevice.compute_pids``)."""
 
 
 def decode_throttle_reasons(mask: int) -> list[str]:
@@ -220,6 +223,15 @@ class NvmlDevice:
             throttle_reasons=reasons,
             throttled=is_throttled(reasons) if reasons is not None else None,
         )
+
+    def compute_pids(self) -> set[int] | None:
+        """PIDs of the compute processes running on this GPU; None when NVML cannot say
+        (inside a container NVML may report host PIDs, so callers compare with care)."""
+        processes = self._query("nvmlDeviceGetComputeRunningProcesses")
+        if processes is None:
+            return None
+        pids = {_int(getattr(process, "pid", None)) for process in processes}
+        return {pid for pid in pids if pid is not None}
 
     def _throttle_reasons(self) -> list[str] | None:
         """Decoded clock event reasons; the pre-R535 "throttle reasons" call is the fallback."""

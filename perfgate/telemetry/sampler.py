@@ -19,11 +19,14 @@ The series is columnar and JSON-ready (lists of numbers or nulls, never NaN)::
               "process_read_bytes_per_s": [...], "process_write_bytes_per_s": [...],
               "system_iowait_percent": [...], "system_io_pressure_percent": [...],
               "system_disk_read_bytes_per_s": [...], "system_disk_write_bytes_per_s": [...],
-              "system_net_sent_bytes_per_s": [...], "system_net_recv_bytes_per_s": [...]},
+              "system_net_sent_bytes_per_s": [...], "system_net_recv_bytes_per_s": [...],
+              "process_runqueue_wait_percent": [...], "system_other_cpu_percent": [...],
+              "system_cpu_pressure_percent": [...], "system_steal_percent": [...],
+              "cpu_freq_mhz": [...], "system_runnable": [...]},
      "gpu": {"util_percent": [...], "mem_util_percent": [...], "mem_used_bytes": [...],
              "sm_clock_mhz": [...], "mem_clock_mhz": [...], "power_w": [...],
              "temperature_c": [...], "energy_mj": [...], "throttled": [...],
-             "throttle_reasons": [[names], ...]} or null,
+             "throttle_reasons": [[names], ...], "other_processes": [...]} or null,
      "gpu_unavailable_reason": null or "why there is no gpu series",
      "sampler_error": null or "the exception that ended sampling early"}
 
@@ -41,7 +44,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from typing import Any
 
 from perfgate.errors import UsageError
@@ -145,7 +148,7 @@ class TelemetrySampler:
     def _record(self, host: HostProbe, gpu: NvmlDevice | None) -> None:
         now = time.time()
         host_sample = asdict(host.sample())
-        gpu_sample = asdict(gpu.sample()) if gpu is not None else None
+        gpu_sample = asdict(_gpu_sample(gpu, host)) if gpu is not None else None
         with self._lock:
             self._t.append(round(now, 3))
             for name, column in self._host.items():
@@ -169,6 +172,15 @@ class TelemetrySampler:
                 "gpu_unavailable_reason": self._gpu_unavailable_reason,
                 "sampler_error": repr(self._error) if self._error is not None else None,
             }
+
+
+def _gpu_sample(gpu: NvmlDevice, host: HostProbe) -> GpuSample:
+    """The GPU's counters, with how many compute processes outside the worker's tree share it."""
+    sample = gpu.sample()
+    pids = gpu.compute_pids()
+    if pids is None:
+        return sample
+    return replace(sample, other_processes=len(pids - host.tree_pids()))
 
 
 def summarize(
