@@ -121,18 +121,24 @@ def show(
 def export(
     branch: str = typer.Option("main", help="branch whose live baselines are exported"),
     out_dir: Path = typer.Option(Path("baselines"), help="snapshot folder"),
+    allow_empty: bool = typer.Option(
+        False, help="exit 0 when the branch has no live baseline yet (the first nights)"
+    ),
     config: Path | None = CONFIG_OPTION,
 ) -> None:
-    """Write baselines/<suite>/<key>.json for every live baseline of the branch."""
+    """Write baselines/<suite>/<key>.json for every live baseline of the branch (exit 3 when
+    there is none, unless --allow-empty)."""
     from perfgate.baseline.export import export_baselines
     from perfgate.cli_console import guarded, say
 
     def action() -> tuple[list[Path], list[Path]]:
         settings = load_config(config)
         target = out_dir if out_dir.is_absolute() else settings.root / out_dir
-        return export_baselines(_engine(settings), branch, target)
+        return export_baselines(_engine(settings), branch, target, allow_empty=allow_empty)
 
     written, removed = guarded(action)
+    if not written and not removed:
+        say(f"no live baseline on branch {branch} yet: nothing exported")
     for path in written:
         say(f"wrote {path}")
     for path in removed:

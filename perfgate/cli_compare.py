@@ -8,9 +8,11 @@ snapshots or another document), optionally confirmed by an interleaved A/B re-ru
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 from rich.table import Table
@@ -20,8 +22,10 @@ from perfgate.config import Config
 from perfgate.errors import PerfgateError
 from perfgate.result import RunResult
 from perfgate.runner.plan import Selection
+from perfgate.thresholds import Thresholds
 
 if TYPE_CHECKING:
+    from perfgate.calibration.model import Calibration
     from perfgate.report.compare_markdown import AdviceLine
 
 
@@ -83,6 +87,7 @@ def compare(
     notes: list[str] = []
 
     def action() -> tuple[Table, int, list[str]]:
+        from perfgate.compare.ab import with_workload_notes
         from perfgate.config import load_config
         from perfgate.result import load_result
 
@@ -119,15 +124,18 @@ def compare(
                 raise _usage("no head result document given", "pass HEAD.json, or use --ab")
             head_run = load_result(head)
             trusted_ref = base_ref or (_default_base_ref() if confirm else None)
+            calibrate = _calibrator(settings, device or head_run.device, rounds, budget)
             governing = settings
             if trusted_ref is None:
+                thresholds, calibrated = calibrate(settings, head_run)
                 verdict = _judge(
-                    head_run, baseline, baseline_dir, branch, allow_env_drift, settings
-                )
-            else:
-                verdict, policy, governing = _judge_trusted(
                     head_run, baseline, baseline_dir, branch, allow_env_drift, settings,
-                    trusted_ref, inconclusive,
+                    thresholds, confirm,
+                )  # fmt: skip
+            else:
+                verdict, policy, governing, thresholds, calibrated = _judge_trusted(
+                    head_run, baseline, baseline_dir, branch, allow_env_drift, settings,
+                    trusted_ref, inconclusive, confirm, calibrate,
                 )  # fmt: skip
             if confirm:
                 assert trusted_ref is not None
@@ -136,12 +144,14 @@ def compare(
                     head_run,
                     settings,
                     governing,
+                    thresholds,
                     trusted_ref,
                     device or settings.device,
                     rounds,
                     budget,
                     out_dir,
                 )
+            verdict = with_workload_notes(verdict, calibrated)
         verdict = _explained(verdict, head_run, settings)
         notes.extend(verdict.notes)
         written = _write_outputs(
@@ -176,6 +186,7 @@ def _compare_refs(
     budget_s: float | None,
     out_dir: Path,
 ) -> tuple[CompareVerdict, RunResult]:
+    from perfgate.calibration.thresholds import calibrated_thresholds
     from perfgate.cli_console import console
     from perfgate.cli_progress import RoundProgress
     from perfgate.compare.ab import compare_refs
@@ -184,6 +195,15 @@ def _compare_refs(
 
     device = resolve_device(device)
     budget = ab_budget(config, device, rounds=rounds, budget_s=budget_s)
+
+    def thresholds_for(
+        thresholds: Thresholds,
+        workloads: Sequence[tuple[str, str]],
+        environment: Mapping[str, Any],
+    ) -> tuple[Thresholds, dict[str, str]]:
+        found = _stored_calibrations(config, workloads, environment)
+        return calibrated_thresholds(thresholds, found, budget.max_rounds)
+
     with RoundProgress(console) as progress:
         outcome = compare_refs(
             config,
@@ -194,6 +214,7 @@ def _compare_refs(
             budget=budget,
             out_dir=out_dir,
             observer=progress,
+            thresholds_for=thresholds_for,
         )
     return outcome.verdict, outcome.head
 
@@ -203,6 +224,7 @@ def _confirm(
     head: RunResult,
     config: Config,
     governing: Config,
+    thresholds: Thresholds,
     base_ref: str,
     device: str,
     rounds: int | None,
@@ -225,6 +247,7 @@ def _confirm(
             head,
             config,
             base_ref,
+            thresholds=thresholds,
             device=device,
             budget=budget,
             out_dir=out_dir,
@@ -372,20 +395,30 @@ def _judge_trusted(
     settings: Config,
     base_ref: str,
     inconclusive: str | None,
-) -> tuple[CompareVerdict, InconclusivePolicy, Config]:
+    confirm: bool,
+    calibrate: Calibrator,
+) -> tuple[CompareVerdict, InconclusivePolicy, Config, Thresholds, dict[str, str]]:
     """The verdict with the base ref's thresholds, policy and ``baselines/``: what the pull
     request under test cannot have edited (``perfgate.compare.trusted``); also the base ref's
-    configuration, which governs the A/B that confirms it."""
-    from dataclasses import replace
+    configuration, which governs the A/B that confirms it, and its (calibrated) thresholds."""
 
     from perfgate.compare.trusted import trusted_inputs
 
     with trusted_inputs(settings, base_ref, baseline_dir) as trusted:
+        thresholds, calibrated = calibrate(trusted.config, head)
         verdict = _judge(
-            head, baseline_path, trusted.baseline_dir, branch, allow_env_drift, trusted.config
+            head,
+            baseline_path,
+            trusted.baseline_dir,
+            branch,
+            allow_env_drift,
+            trusted.config,
+            thresholds,
+            confirm,
         )
         policy = _policy(inconclusive or trusted.config.inconclusive)
-    return replace(verdict, notes=[*verdict.notes, trusted.note]), policy, trusted.config
+    verdict = replace(verdict, notes=[*verdict.notes, trusted.note])
+    return verdict, policy, trusted.config, thresholds, calibrated
 
 
 def _judge(
@@ -395,7 +428,11 @@ def _judge(
     branch: str,
     allow_env_drift: bool,
     settings: Config,
+    thresholds: Thresholds,
+    confirm: bool,
 ) -> CompareVerdict:
+    """The head against its baseline; with ``confirm`` a missing baseline is left for the
+    interleaved A/B to judge instead of failing."""
     from perfgate.compare.baseline_source import from_database, from_result, from_snapshots
     from perfgate.compare.gate import compare_runs
     from perfgate.result import load_result
@@ -409,31 +446,63 @@ def _judge(
     else:
         baselines = from_database(settings.database_url, settings.root, head, branch)
     return compare_runs(
-        head, baselines, allow_env_drift=allow_env_drift, thresholds=settings.thresholds
+        head,
+        baselines,
+        allow_env_drift=allow_env_drift,
+        thresholds=thresholds,
+        require_baseline=not confirm,
     )
 
 
-def _explained(verdict: CompareVerdict, head: RunResult, settings: Config) -> CompareVerdict:
-    """Inconclusive timing verdicts explained by this machine's stored calibration, if any.
+Calibrator = Callable[[Config, RunResult], "tuple[Thresholds, dict[str, str]]"]
+"""(governing configuration, head run) → its thresholds with calibrated bands, and notes."""
 
-    Best effort: no database (a file not created yet, a GPU box without the database
-    libraries, an unreachable server) only means the sentence says how to calibrate.
-    """
+
+def _calibrator(
+    settings: Config, device: str, rounds: int | None, budget_s: float | None
+) -> Calibrator:
+    """How thresholds are calibrated for this comparison: the stored calibrations of the head's
+    workloads on its environment, at the A/B round budget the governing configuration allows."""
+
+    def calibrate(governing: Config, head: RunResult) -> tuple[Thresholds, dict[str, str]]:
+        from perfgate.calibration.thresholds import calibrated_thresholds
+        from perfgate.compare.sequential import ab_budget
+
+        found = _stored_calibrations(
+            settings, [(w.name, w.definition_hash) for w in head.workloads], head.environment
+        )
+        budget = ab_budget(governing, device, rounds=rounds, budget_s=budget_s)
+        return calibrated_thresholds(governing.thresholds, found, budget.max_rounds)
+
+    return calibrate
+
+
+def _stored_calibrations(
+    settings: Config, workloads: Sequence[tuple[str, str]], environment: Mapping[str, Any]
+) -> dict[str, Calibration]:
+    """The newest calibration of each workload on this environment, best effort: no database
+    (a file not created yet, a GPU box without the database libraries, an unreachable server)
+    means none."""
+    try:
+        from perfgate.calibration.store import calibrations_for
+        from perfgate.store.engine import StoreUnavailable, database_exists
+    except ImportError:  # `perfgate run --no-store` machines may lack sqlmodel/sqlalchemy
+        return {}
+    try:
+        if not database_exists(settings.database_url, settings.root):
+            return {}
+        return calibrations_for(settings.database_url, settings.root, workloads, environment)
+    except StoreUnavailable:
+        return {}
+
+
+def _explained(verdict: CompareVerdict, head: RunResult, settings: Config) -> CompareVerdict:
+    """Inconclusive timing verdicts explained by this machine's stored calibration, if any."""
     if not any(c.verdict == "inconclusive" for w in verdict.workloads for c in w.comparisons):
         return verdict
     from perfgate.calibration.explain import annotate_inconclusive
 
-    try:
-        from perfgate.calibration.store import latest_calibrations
-        from perfgate.store.engine import StoreUnavailable, database_exists
-    except ImportError:  # `perfgate run --no-store` machines may lack sqlmodel/sqlalchemy
-        return annotate_inconclusive(verdict, {})
-    try:
-        found = (
-            latest_calibrations(settings.database_url, settings.root, head)
-            if database_exists(settings.database_url, settings.root)
-            else {}
-        )
-    except StoreUnavailable:
-        found = {}
+    found = _stored_calibrations(
+        settings, [(w.name, w.definition_hash) for w in head.workloads], head.environment
+    )
     return annotate_inconclusive(verdict, found)

@@ -28,15 +28,28 @@ class Thresholds:
 
     defaults: Mapping[str, float] = field(default_factory=dict)
     workloads: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    calibrated: Mapping[str, float] = field(default_factory=dict)
+    """Workload → step-time band derived from a stored calibration of this machine's noise
+    (``perfgate.calibration.thresholds``): used where the configuration sets none."""
 
     def threshold(self, workload: str, metric: str) -> float:
-        """The band for ``metric`` of ``workload``: workload override, global override, default."""
+        """The band for ``metric`` of ``workload``: workload override, global override, the
+        calibrated band (timing metrics), the metric's default."""
+        configured = self.configured(workload, metric)
+        if configured is not None:
+            return configured
+        if (metric == "step_time_s" or metric in TIME_DERIVED) and workload in self.calibrated:
+            return self.calibrated[workload]
+        return METRICS[metric].threshold
+
+    def configured(self, workload: str, metric: str) -> float | None:
+        """The band the configuration sets for ``metric`` of ``workload``, if any."""
         keys = (metric, "step_time_s") if metric in TIME_DERIVED else (metric,)
         for table in (self.workloads.get(workload, {}), self.defaults):
             for key in keys:
                 if key in table:
                     return table[key]
-        return METRICS[metric].threshold
+        return None
 
 
 def parse_thresholds(origin: str, table: Mapping[str, Any]) -> Thresholds:

@@ -21,10 +21,14 @@
 #   PERFGATE_ADVISE       1 to attach the advice (default: 1)
 #   PERFGATE_OUT          output folder (default: perfgate-out)
 #   PERFGATE_REPORT_URL   where the HTML report will be published, for the comment's link
-# Outputs in $PERFGATE_OUT: head.json, advice.json, verdict.json, comment.md, perfgate-report.html
-# Exit code: perfgate compare's: 0 pass, 1 regression, 2 usage or config error,
-# 3 infrastructure error (a workload crashed, no baseline), 4 inconclusive. A crash is never
-# reported as a regression.
+# Outputs in $PERFGATE_OUT: head.json, advice.json, verdict.json, comment.md, perfgate-report.html,
+# and compare-exit-code (perfgate compare's own exit code).
+# Exit code: 0 pass, 1 regression, 2 usage or config error, 3 infrastructure error (a workload
+# crashed, a base ref failed to run). Inconclusive (compare's 4) is NEUTRAL: the script exits 0
+# and says so, unless the base ref's config sets inconclusive = "fail" (compare then exits 1).
+# With no stored or committed baseline (a project's first pull requests), compare --confirm
+# measures the base ref against the head as an interleaved A/B. A crash is never reported as a
+# regression.
 set -uo pipefail
 
 read -r -a perfgate <<< "${PERFGATE_CMD:-perfgate}"
@@ -48,7 +52,7 @@ if [ -z "$baseline_dir" ] && git cat-file -e "${base_ref}:baselines" 2>/dev/null
 fi
 mkdir -p "$out"
 rm -f "$out"/head.json "$out"/advice.json "$out"/verdict.json "$out"/comment.md \
-  "$out"/perfgate-report.html
+  "$out"/perfgate-report.html "$out"/compare-exit-code
 
 echo "::group::perfgate run"
 "${perfgate[@]}" run "${suite[@]}" "${config[@]}" --device "$device" --trigger pr --no-store \
@@ -86,4 +90,11 @@ echo "::group::perfgate compare"
   "${advice[@]}" "${report_url[@]}"
 status=$?
 echo "::endgroup::"
+echo "$status" > "$out/compare-exit-code"
+if [ "$status" -eq 4 ]; then
+  # Not enough evidence either way: never a red check on its own (the comment says what would
+  # decide); a project that wants it red sets inconclusive = "fail" on its base branch.
+  echo "::notice::perfgate: inconclusive (neutral): see the job summary for what would decide"
+  exit 0
+fi
 exit "$status"

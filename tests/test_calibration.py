@@ -57,6 +57,7 @@ from perfgate.stats.power import (
     repeats_needed,
     repeats_needed_tuned,
 )
+from perfgate.stats.sequential import narrowest_band, sequential_design
 from perfgate.store.engine import MIGRATIONS, SchemaOutOfDate, make_engine, upgrade_database
 from perfgate.telemetry.fingerprint import fingerprint_key
 
@@ -434,7 +435,12 @@ def test_compare_explains_inconclusive_verdicts_with_the_stored_calibration(
         return json.loads((tmp_path / "v.json").read_text())["workloads"][0]["notes"]
 
     explained = notes()
-    assert explain_inconclusive(comparison(baseline_repeats=2, head_repeats=2), stored) in explained
+    # The stored calibration also sets this workload's band (no threshold is configured): the
+    # narrowest one identical code passes within the A/B budget, and the verdict says so.
+    band = min(max(narrowest_band(stored.between_sigma, sequential_design(80)), 0.01), 0.5)
+    judged = comparison(baseline_repeats=2, head_repeats=2, threshold=band)
+    assert explain_inconclusive(judged, stored) in explained
+    assert any(note.startswith(f"threshold ±{band:.1%} from the calibration") for note in explained)
     (tmp_path / "cal.db").unlink()
     assert any("no calibration of this workload" in note for note in notes())
     assert not (tmp_path / "cal.db").exists()  # compare does not create a database to read

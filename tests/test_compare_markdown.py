@@ -418,7 +418,7 @@ def test_method_notes_and_never_detectable() -> None:
     )
     markdown = verdict_markdown(verdict)
     screen = markdown.split("| workload")[0]
-    assert "- method: interleaved A/B (base and head measured alternately in this job)" in screen
+    assert "- method: sequential interleaved A/B (base and head measured alternately" in screen
     assert "- the alert was confirmed by an interleaved re-run\n" in screen
     assert "- calibrate with more repeats\n" in screen
     assert tables(markdown)[CHANGED_HEADER][0][6] == "never"

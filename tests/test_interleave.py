@@ -38,6 +38,7 @@ class Recorder:
         scratch: Path,
         index: int,
         tag: str = "",
+        launcher: object = None,
     ) -> tuple[RepeatResult, dict[str, Any]]:
         arm = tag.rstrip("-")
         self.calls.append((arm, planned.definition.name, index))

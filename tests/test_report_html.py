@@ -89,7 +89,7 @@ def variant(
 
 
 def verdict_for(head: RunResult, baseline: RunResult) -> dict[str, Any]:
-    verdict = compare_runs(head, from_result(baseline, "baseline.json"), seed=0)
+    verdict = compare_runs(head, from_result(baseline, "baseline.json"))
     return verdict_document(verdict, "exit4")
 
 
@@ -414,7 +414,7 @@ def test_a_hostile_commit_subject_is_inert_in_the_pr_comment() -> None:
     head = dataclasses.replace(
         head, source=dataclasses.replace(head.source, subject=MARKDOWN_INJECTION)
     )
-    verdict = compare_runs(head, from_result(baseline, "baseline.json"), seed=0)
+    verdict = compare_runs(head, from_result(baseline, "baseline.json"))
     assert verdict.head_subject == MARKDOWN_INJECTION
     comment = verdict_markdown(verdict)
     (line,) = [line for line in comment.splitlines() if "head run head at c0ffee00" in line]

@@ -19,6 +19,7 @@ from perfgate.stats.power import (
     recommended_threshold,
     repeats_needed,
     repeats_needed_tuned,
+    minimum_repeats,
     smallest_p,
 )
 
@@ -56,6 +57,27 @@ def test_mann_whitney_floor() -> None:
     assert min_detectable(0.01, 1, 40, 0.05) == math.inf
     assert min_detectable(0.0, 4, 4, 0.05) == pytest.approx(0.05)  # no noise: the band itself
     assert recommended_threshold(0.05, 1, 1) == math.inf
+
+
+@pytest.mark.parametrize("comparisons", [1, 2, 8, 20])
+def test_minimum_repeats_is_what_the_corrected_test_needs(comparisons: int) -> None:
+    """At the minimum, one unmistakable change among ``comparisons`` tested together is a
+    regression after Benjamini–Hochberg; one repeat fewer, it never can be."""
+
+    def flagged(n: int) -> bool:
+        quiet = [1.0 + 0.001 * i for i in range(n)]
+        slow = [2.0 + 0.001 * i for i in range(n)]
+        tested = [
+            compare_metric("m", quiet, slow if k == 0 else quiet, direction="lower",
+                           threshold=0.05)
+            for k in range(comparisons)
+        ]  # fmt: skip
+        return correct(tested)[0].verdict == "regression"
+
+    n = minimum_repeats(comparisons)
+    assert flagged(n)
+    assert not flagged(n - 1)
+    assert minimum_repeats(1) == 4 and minimum_repeats(2) == 5
 
 
 def test_repeats_needed_edges() -> None:

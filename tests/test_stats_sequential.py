@@ -27,7 +27,8 @@ log_ratios = st.lists(
 
 def test_boundaries_match_the_published_lan_demets_pocock_table() -> None:
     """Lan–DeMets Pocock-type spending, 5 equally spaced looks, two-sided α = 0.05:
-    2.438, 2.427, 2.410, 2.397, 2.386 (Jennison & Turnbull 2000, table 7.6; gsDesign's sfLDPocock)."""
+    2.438, 2.427, 2.410, 2.397, 2.386 (as tabulated for the Lan–DeMets method, e.g. by the
+    R packages ldbounds and gsDesign's sfLDPocock)."""
     fractions = np.arange(1, 6) / 5
     spent = 0.05 * np.log1p((math.e - 1) * fractions)
     bounds = _boundaries(fractions, np.diff(np.concatenate([[0.0], spent])))
@@ -117,7 +118,9 @@ def test_the_verdict_agrees_with_its_own_interval(values: list[float], threshold
 
 @settings(deadline=None, max_examples=100)
 @given(values=log_ratios, shift=st.floats(min_value=-0.5, max_value=0.5))
-def test_a_uniform_shift_moves_the_interval_not_its_width(values: list[float], shift: float) -> None:
+def test_a_uniform_shift_moves_the_interval_not_its_width(
+    values: list[float], shift: float
+) -> None:
     design = sequential_design(40)
     plain = sequential_state(values, 0.05, design)
     moved = sequential_state([v + shift for v in values], 0.05, design)

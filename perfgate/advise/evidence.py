@@ -2,8 +2,9 @@
 
 The parent side of ``perfgate advise`` (and ``perfgate run --profile``). Each selected workload
 is built in a fresh worker process through the same machinery as a timed repeat
-(``perfgate.runner.process.run_worker`` on ``perfgate.runner.orchestrator.worker_spec``), with a
-``"profile"`` entry in the spec that switches the worker to its profiling mode::
+(``perfgate.runner.process.run_worker`` on ``perfgate.runner.orchestrator.worker_spec``, forked
+by one fork server for all of them where it can be), with a ``"profile"`` entry in the spec
+that switches the worker to its profiling mode::
 
     "profile": {"steps": 5, "trace_path": "/tmp/…/gpt.trace.json"}
 
@@ -32,6 +33,7 @@ from perfgate.distributed.launch import rank_trace_path
 from perfgate.errors import PerfgateError, UsageError
 from perfgate.result import RunSettings
 from perfgate.run import prepare, resolve_device
+from perfgate.runner.forkserver import ForkServer, worker_launcher
 from perfgate.runner.orchestrator import SAMPLE_INTERVAL_S, worker_spec
 from perfgate.runner.plan import PlannedWorkload, Selection
 from perfgate.runner.process import run_worker
@@ -109,10 +111,13 @@ def profile_workloads(
     plan, settings = prepare(config, selection)
     device = resolve_device(device)
     outcomes = []
-    with tempfile.TemporaryDirectory(prefix="perfgate-advise-") as scratch:
+    with (
+        tempfile.TemporaryDirectory(prefix="perfgate-advise-") as scratch,
+        worker_launcher() as launcher,
+    ):
         for planned in plan:
             outcomes.append(
-                _profile_one(planned, settings, device, steps, Path(scratch), trace_dir)
+                _profile_one(planned, settings, device, steps, Path(scratch), trace_dir, launcher)
             )
     return outcomes
 
@@ -134,6 +139,7 @@ def _profile_one(
     steps: int,
     scratch: Path,
     trace_dir: Path | None,
+    launcher: ForkServer | None,
 ) -> ProfiledWorkload:
     name = planned.definition.name
     label = "profile-" + re.sub(r"[^A-Za-z0-9_.-]", "_", name)
@@ -146,6 +152,7 @@ def _profile_one(
         settings.timeout_s,
         None,
         SAMPLE_INTERVAL_S,
+        launcher=launcher,
     )
     if outcome.status != "ok":
         return ProfiledWorkload(

@@ -15,6 +15,8 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from perfgate.baseline.refresh import RefreshPolicy
+from perfgate.errors import InfrastructureError
 from perfgate.result import write_json_atomic
 from perfgate.store.history import (
     baseline_members,
@@ -35,17 +37,30 @@ def snapshot_path(out_dir: Path, suite: str | None, key: str) -> Path:
     return out_dir / (suite or NO_SUITE) / f"{key}.json"
 
 
-def export_baselines(engine: Engine, branch: str, out_dir: Path) -> tuple[list[Path], list[Path]]:
+def export_baselines(
+    engine: Engine, branch: str, out_dir: Path, *, allow_empty: bool = False
+) -> tuple[list[Path], list[Path]]:
     """Write every live baseline of ``branch``; remove stale snapshots of that branch.
 
     Returns (written, removed) paths. Output is deterministic: the same database state gives
-    byte-identical files.
+    byte-identical files. With no live baseline at all nothing is written or removed and, unless
+    ``allow_empty``, that is an error: an empty or wrong database (a mistyped URL) must not
+    silently look like a successful export, nor delete the committed snapshots.
     """
     with Session(engine) as session:
         documents = {
             snapshot_path(out_dir, b.suite, b.key): snapshot(session, b)
             for b in list_baselines(session, branch=branch)
         }
+    if not documents:
+        if allow_empty:
+            return [], []
+        raise InfrastructureError(
+            f"no live baseline on branch {branch} to export",
+            f"store runs (perfgate run, or ingest) and run perfgate baseline refresh --branch "
+            f"{branch} first (a baseline needs {RefreshPolicy().min_runs} stable runs), or pass "
+            "--allow-empty",
+        )
     written = []
     for path, document in sorted(documents.items()):
         if not path.exists() or json.loads(path.read_text()) != document:

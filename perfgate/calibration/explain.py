@@ -29,6 +29,8 @@ def explain_inconclusive(
     a metric the calibration does not cover."""
     if comparison.verdict != "inconclusive" or comparison.metric not in TIMING_METRICS:
         return None
+    if comparison.method == "sequential" or comparison.derived_from is not None:
+        return None  # a sequential A/B says itself how many rounds would decide
     if calibration is None:
         return (
             "no calibration of this workload on this machine: `perfgate calibrate` measures its "

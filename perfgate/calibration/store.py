@@ -11,8 +11,9 @@ is at another schema revision; compare, which only wants an explanation, may tre
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import insert
 from sqlmodel import Session, col, select
@@ -41,21 +42,33 @@ def save_calibrations(url: str, root: Path, calibrations: Sequence[Calibration])
 def latest_calibrations(url: str, root: Path, head: RunResult) -> dict[str, Calibration]:
     """Workload name → the newest calibration of that workload's definition on the head's
     environment; workloads never calibrated there are absent."""
-    environment_key = fingerprint_key(head.environment)
+    return calibrations_for(
+        url, root, [(w.name, w.definition_hash) for w in head.workloads], head.environment
+    )
+
+
+def calibrations_for(
+    url: str,
+    root: Path,
+    workloads: Sequence[tuple[str, str]],
+    environment: Mapping[str, Any],
+) -> dict[str, Calibration]:
+    """Workload name → the newest calibration of (name, definition hash) on ``environment``."""
+    environment_key = fingerprint_key(dict(environment))
     engine = make_engine(url, root)
     found = {}
     try:
         with unavailable_on_error(url), Session(engine) as session:
-            for workload in head.workloads:
+            for name, definition_hash in workloads:
                 row = session.exec(
                     select(CalibrationRow)
-                    .where(CalibrationRow.workload == workload.name)
-                    .where(CalibrationRow.definition_hash == workload.definition_hash)
+                    .where(CalibrationRow.workload == name)
+                    .where(CalibrationRow.definition_hash == definition_hash)
                     .where(CalibrationRow.environment_key == environment_key)
                     .order_by(col(CalibrationRow.created_at).desc(), col(CalibrationRow.id).desc())
                 ).first()
                 if row is not None:
-                    found[workload.name] = _calibration(row)
+                    found[name] = _calibration(row)
     finally:
         engine.dispose()
     return found

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from perfgate import __version__
 from perfgate.compare.gate import (
@@ -42,6 +43,7 @@ from perfgate.run import prepare, resolve_device, run_fingerprint, utc_now
 from perfgate.runner.interleave import Arm, InterleaveObserver, run_interleaved
 from perfgate.runner.plan import Selection, available_workloads
 from perfgate.runner.source import collect_source
+from perfgate.thresholds import Thresholds
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,6 +54,21 @@ class Side:
     config: Config
     source: SourceInfo
     inject_slowdown: float | None = None
+
+
+ThresholdSource = Callable[
+    [Thresholds, Sequence[tuple[str, str]], Mapping[str, Any]], tuple[Thresholds, dict[str, str]]
+]
+"""(the base side's thresholds, the (name, definition hash) of each workload, the environment
+fingerprint) → the thresholds to judge with, and a note per workload whose band was changed
+(the CLI's calibrated bands, ``perfgate.calibration.thresholds``)."""
+
+
+def as_configured(
+    thresholds: Thresholds, workloads: Sequence[tuple[str, str]], environment: Mapping[str, Any]
+) -> tuple[Thresholds, dict[str, str]]:
+    """The base side's thresholds as configured (no calibration)."""
+    return thresholds, {}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +91,7 @@ def compare_refs(
     budget: ABBudget,
     out_dir: Path,
     observer: InterleaveObserver | None = None,
+    thresholds_for: ThresholdSource = as_configured,
 ) -> ABOutcome:
     """``compare --ab``: both refs checked out and measured interleaved until decided."""
     repo = repository_root(config.root)
@@ -83,11 +101,12 @@ def compare_refs(
             # --inject-slowdown slows the head side only: the canary of the nightly job.
             replace(_side(config, repo, head, "head"), inject_slowdown=selection.inject_slowdown),
         ]
-        base_run, head_run = measure_sides(
-            sides, selection, device=device, budget=budget, observer=observer
-        )
+        (base_run, head_run), thresholds, notes = measure_sides(
+            sides, selection, device=device, budget=budget, observer=observer,
+            thresholds_for=thresholds_for,
+        )  # fmt: skip
     paths = _write(out_dir, base_run, head_run)
-    verdict = judge_ab(base_run, head_run, sides[0].config, budget)
+    verdict = with_workload_notes(judge_ab(base_run, head_run, thresholds, budget), notes)
     done = ", ".join(f"{w.name} {len(w.repeats)}" for w in head_run.workloads)
     note = (
         f"interleaved A/B of {base_ref} ({base.commit[:12]}) against {head_ref} "
@@ -104,12 +123,14 @@ def confirm_alerts(
     config: Config,
     base_ref: str,
     *,
+    thresholds: Thresholds,
     device: str,
     budget: ABBudget,
     out_dir: Path,
     observer: InterleaveObserver | None = None,
 ) -> CompareVerdict:
-    """Re-judge every flagged workload by an interleaved A/B against ``base_ref``.
+    """Re-judge every flagged workload by an interleaved A/B against ``base_ref``, with the
+    ``thresholds`` the baseline comparison used (the base ref's, possibly calibrated).
 
     Workloads the baseline comparison did not flag keep their verdict; flagged ones take the
     A/B verdict, with a note of what the baseline comparison had said.
@@ -119,10 +140,16 @@ def confirm_alerts(
         return verdict
     repo = repository_root(config.root)
     _check_head_checkout(repo, head)
-    selection = _selection_for(head, flagged, config)
     with checked_out(repo, [base_ref]) as (base,):
+        base_side = _side(config, repo, base, "base")
+        known = set(base_side.config.workloads) | set(available_workloads(base_side.config, []))
+        new = [name for name in flagged if name not in known]
+        flagged = [name for name in flagged if name in known]
+        if not flagged:
+            return _note_new(verdict, new, base_ref)
+        selection = _selection_for(head, flagged, config)
         sides = [
-            _side(config, repo, base, "base"),
+            base_side,
             Side(
                 label="head",
                 config=config,
@@ -130,12 +157,25 @@ def confirm_alerts(
                 inject_slowdown=head.settings.inject_slowdown,
             ),
         ]
-        base_run, head_run = measure_sides(
-            sides, selection, device=device, budget=budget, observer=observer
-        )
+        (base_run, head_run), _, _ = measure_sides(
+            sides, selection, device=device, budget=budget, observer=observer,
+            thresholds_for=lambda *_: (thresholds, {}),
+        )  # fmt: skip
     paths = _write(out_dir, base_run, head_run)
-    ab = judge_ab(base_run, head_run, sides[0].config, budget)
-    return _merge(verdict, ab, base_ref, paths)
+    ab = judge_ab(base_run, head_run, thresholds, budget)
+    return _note_new(_merge(verdict, ab, base_ref, paths), new, base_ref)
+
+
+def _note_new(verdict: CompareVerdict, new: Sequence[str], base_ref: str) -> CompareVerdict:
+    """Workloads the base ref does not define (added by the change) cannot be compared: said
+    in a note, and they keep their "no baseline" status."""
+    if not new:
+        return verdict
+    note = (
+        f"{', '.join(sorted(new))}: not defined at {base_ref}, so there is no base to measure "
+        "against (a workload this change adds)"
+    )
+    return replace(verdict, notes=[*verdict.notes, note])
 
 
 def measure_sides(
@@ -145,9 +185,11 @@ def measure_sides(
     device: str,
     budget: ABBudget,
     observer: InterleaveObserver | None,
-) -> list[RunResult]:
+    thresholds_for: ThresholdSource = as_configured,
+) -> tuple[list[RunResult], Thresholds, dict[str, str]]:
     """Plan each side from its own configuration, measure them interleaved until the
-    sequential judge decides each workload (or the budget ends it), one run each."""
+    sequential judge decides each workload (or the budget ends it): one run each, and the
+    thresholds the judge used (``thresholds_for`` of the base side's) with their notes."""
     planned = [
         prepare(side.config, replace(selection, repeats=budget.max_rounds)) for side in sides
     ]
@@ -162,8 +204,13 @@ def measure_sides(
         )
         for side, (plan, _) in zip(sides, planned, strict=True)
     ]
+    thresholds, notes = thresholds_for(
+        sides[0].config.thresholds,
+        [(p.definition.name, p.definition_hash) for p in planned[0][0]],
+        environment,
+    )
     started = utc_now()
-    judge = SequentialJudge(sides[0].config.thresholds, len(planned[0][0]), budget.max_rounds)
+    judge = SequentialJudge(thresholds, len(planned[0][0]), budget.max_rounds)
     measured = run_interleaved(
         arms,
         device,
@@ -174,16 +221,17 @@ def measure_sides(
         judge=judge,
     )
     finished = utc_now()
-    return [
+    runs = [
         _run_result(
             side, arm.settings, workloads, selection, device, environment, started, finished
         )
         for side, arm, workloads in zip(sides, arms, measured, strict=True)
     ]
+    return runs, thresholds, notes
 
 
 def judge_ab(
-    base: RunResult, head: RunResult, base_config: Config, budget: ABBudget
+    base: RunResult, head: RunResult, thresholds: Thresholds, budget: ABBudget
 ) -> CompareVerdict:
     """The verdict of an interleaved pair, with the base side's thresholds (same machine,
     same job: only the code differs, so the fingerprint is shared)."""
@@ -194,14 +242,26 @@ def judge_ab(
             raise InfrastructureError(
                 f"{side} workloads did not run: {names}", f"fix the {side} revision or re-run"
             )
-    return judge_interleaved(base, head, base_config.thresholds, budget.max_rounds)
+    return judge_interleaved(base, head, thresholds, budget.max_rounds)
+
+
+def with_workload_notes(verdict: CompareVerdict, notes: Mapping[str, str]) -> CompareVerdict:
+    """``notes`` (workload → sentence) appended to the named workloads' notes."""
+    if not notes:
+        return verdict
+    workloads = [
+        replace(w, notes=[*w.notes, notes[w.name]]) if w.name in notes else w
+        for w in verdict.workloads
+    ]
+    return replace(verdict, workloads=workloads)
 
 
 def _flagged(workload: WorkloadVerdict) -> bool:
     """Anything but a clean "no change" is re-measured: a regression must be confirmed before
-    it fails a pull request, an improvement before it is reported, and an inconclusive or
-    disturbed comparison is what the A/B exists to settle."""
-    return workload.status == "loss_mismatch" or any(
+    it fails a pull request, an improvement before it is reported, an inconclusive or
+    disturbed comparison is what the A/B exists to settle, and a workload without a baseline
+    (the first pull request) is judged against the base ref measured here."""
+    return workload.status in ("loss_mismatch", "no_baseline") or any(
         c.verdict in ("regression", "improvement", "inconclusive")
         for c in workload.comparisons
         if c.derived_from is None
@@ -220,12 +280,21 @@ def _merge(
             continue
         said = sorted({c.verdict for c in workload.comparisons if c.verdict != "no_change"})
         rounds = min((c.head_repeats for c in replacement.comparisons), default=0)
-        note = (
-            f"re-measured as an interleaved A/B against {base_ref} ({rounds} rounds) because the "
-            f"baseline comparison said {' and '.join(said) or workload.status}; this is the verdict"
-        )
+        if workload.status == "no_baseline":
+            note = (
+                f"no stored or committed baseline yet: judged by an interleaved A/B of "
+                f"{base_ref} against this head ({rounds} rounds) measured in this job"
+            )
+        else:
+            note = (
+                f"re-measured as an interleaved A/B against {base_ref} ({rounds} rounds) because "
+                f"the baseline comparison said {' and '.join(said) or workload.status}; this is "
+                "the verdict"
+            )
         merged.append(replace(replacement, notes=[note, *replacement.notes]))
-    all_confirmed = all(w.name in confirmed for w in verdict.workloads if w.comparisons)
+    all_confirmed = all(
+        w.name in confirmed for w in verdict.workloads if w.comparisons or w.status == "no_baseline"
+    )
     return replace(
         verdict,
         workloads=merged,

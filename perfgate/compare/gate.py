@@ -80,9 +80,15 @@ def compare_runs(
     allow_env_drift: bool = False,
     thresholds: Thresholds | None = None,
     method: Literal["baseline", "interleaved"] = "baseline",
+    require_baseline: bool = True,
 ) -> CompareVerdict:
     """Judge every head workload against its baseline (BH-corrected across the tested metrics;
-    each comparison's bootstrap seeded from the two sides' identities)."""
+    each comparison's bootstrap seeded from the two sides' identities).
+
+    With no baseline for any workload this is an infrastructure error, unless
+    ``require_baseline`` is off: then the verdict lists them as ``no_baseline`` for an
+    interleaved A/B to judge (``compare --confirm``: the first pull request of a project).
+    """
     thresholds = thresholds or Thresholds()
     failed = [w for w in head.workloads if w.status != "ok"]
     if failed:
@@ -99,11 +105,17 @@ def compare_runs(
     compared = [
         _compare_workload(w, baselines.get(w.name), thresholds, head.run_id) for w in head.workloads
     ]
-    if all(v.status == "no_baseline" for v in compared):
+    if require_baseline and all(v.status == "no_baseline" for v in compared):
         raise InfrastructureError(
-            "no baseline for any head workload", "refresh and export baselines, or pass --baseline"
+            "no baseline for any head workload",
+            "refresh and export baselines, pass --baseline, or let --confirm measure the base "
+            "ref against the head",
         )
-    corrected = _corrected(compared)
+    canary = bool(head.settings.inject_slowdown)
+    corrected = [
+        _unless_disturbed(v, w, baselines.get(w.name), thresholds, canary)
+        for v, w in zip(_corrected(compared), head.workloads, strict=True)
+    ]
     return CompareVerdict(
         overall=overall_verdict(corrected),
         head_run_id=head.run_id,

@@ -95,7 +95,10 @@ _BLOCKS = (
 """The template's row blocks in priority order: truncation keeps a prefix of this sequence."""
 _METHODS = {
     "baseline": "baseline (head repeats judged against the baseline's repeats)",
-    "interleaved": "interleaved A/B (base and head measured alternately in this job)",
+    "interleaved": (
+        "sequential interleaved A/B (base and head measured alternately in this job until the "
+        "interval decided)"
+    ),
 }
 _SEVERITY = {"regression": 1, "inconclusive": 2, "improvement": 3}
 
@@ -390,7 +393,37 @@ def _header(verdict: CompareVerdict, policy: InconclusivePolicy) -> dict[str, st
         "method": _METHODS.get(verdict.method, escape_text(verdict.method)),
         "head_run": escape_text(verdict.head_run_id, limit=64),
         "head_commit": _commit_text(verdict.head_commit, verdict.head_subject),
+        "neutral": _neutral_line(verdict, policy),
     }
+
+
+def _neutral_line(verdict: CompareVerdict, policy: InconclusivePolicy) -> str:
+    """For an inconclusive verdict: how CI treats it, and what would decide it."""
+    if verdict.overall != "inconclusive":
+        return ""
+    treated = {
+        "fail": 'it fails the check (`inconclusive = "fail"`)',
+        "pass": 'it passes the check (`inconclusive = "pass"`)',
+        "exit4": (
+            "neutral: the perfgate action and `scripts/pr-gate.sh` do not block the pull "
+            'request on it (`inconclusive = "fail"` in `[tool.perfgate]` would)'
+        ),
+    }[policy]
+    needed = [
+        c.rounds_needed
+        for w in verdict.workloads
+        for c in w.comparisons
+        if c.verdict == "inconclusive" and c.derived_from is None and c.rounds_needed
+    ]
+    decide = (
+        f"about {max(needed)} interleaved rounds would decide at the measured noise "
+        "(`--rounds`, or `ab_rounds` in `[tool.perfgate]`)"
+        if needed
+        else "an interleaved A/B (`compare --confirm`, or `--ab`) would measure it without drift"
+        if verdict.method != "interleaved"
+        else "a quieter runner, or a threshold the measured noise supports (`perfgate calibrate`)"
+    )
+    return f"Inconclusive is {treated}; {decide}."
 
 
 def _commit_text(commit: str | None, subject: str | None) -> str:
@@ -402,8 +435,9 @@ def _commit_text(commit: str | None, subject: str | None) -> str:
 
 
 def _reason_sentence(verdict: CompareVerdict) -> str:
-    """One sentence saying why: the worst regression, the inconclusive metrics, or the pass."""
-    pairs = [(w, c) for w in verdict.workloads for c in w.comparisons]
+    """One sentence saying why: the worst regression, the inconclusive metrics, or the pass.
+    Rates shown beside the step time they come from are not counted again."""
+    pairs = [(w, c) for w in verdict.workloads for c in w.comparisons if c.derived_from is None]
     total = len(pairs)
     by_verdict: dict[str, list[tuple[WorkloadVerdict, MetricComparison]]] = {}
     for workload, comparison in pairs:

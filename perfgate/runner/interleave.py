@@ -8,11 +8,13 @@ Alternating the arms inside each workload, and rotating which arm goes first eve
 (A B, B A, A B …, i.e. the ABBA pattern), gives each arm the same share of every period, so a
 linear drift adds the same to both.
 
-Every repeat is still a fresh process (the statistical unit of the gate), and a workload stops
-for every arm as soon as one arm's repeat fails: a comparison with one side missing would say
-nothing. With a :class:`RoundJudge` (the sequential A/B of ``perfgate.compare.sequential``) a
-workload also stops as soon as the judge has decided, so the rounds a verdict costs follow from
-the evidence, not from a fixed count.
+Every repeat is still a fresh process (the statistical unit of the gate; one fork server
+serves every arm, and each repeat imports its own arm's workload modules, see
+``perfgate.runner.forkserver``), and a workload stops for every arm as soon as one arm's
+repeat fails: a comparison with one side missing would say nothing. With a
+:class:`RoundJudge` (the sequential A/B of ``perfgate.compare.sequential``) a workload also
+stops as soon as the judge has decided, so the rounds a verdict costs follow from the
+evidence, not from a fixed count.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any, Protocol
 
 from perfgate.errors import UsageError
 from perfgate.result import RepeatResult, RunSettings, WorkloadResult
+from perfgate.runner.forkserver import ForkServer, worker_launcher
 from perfgate.runner.orchestrator import run_repeat, workload_result
 from perfgate.runner.plan import PlannedWorkload
 
@@ -107,12 +110,15 @@ def run_interleaved(
     by_name = [{p.definition.name: p for p in arm.plan} for arm in arms]
     deadline = None if budget_s is None else time.monotonic() + budget_s
     results: list[list[WorkloadResult]] = [[] for _ in arms]
-    with tempfile.TemporaryDirectory(prefix="perfgate-ab-") as scratch:
+    with (
+        tempfile.TemporaryDirectory(prefix="perfgate-ab-") as scratch,
+        worker_launcher() as launcher,
+    ):
         for position, name in enumerate(names):
             share = _share(deadline, len(names) - position)
             planned = [plans[name] for plans in by_name]
             measured = _interleave_workload(
-                arms, planned, device, gpu, Path(scratch), rounds, share, observer, judge
+                arms, planned, device, gpu, Path(scratch), rounds, share, observer, judge, launcher
             )
             for arm_index, (repeats, first) in enumerate(measured):
                 results[arm_index].append(
@@ -131,6 +137,7 @@ def _interleave_workload(
     budget_s: float | None,
     observer: InterleaveObserver | None,
     judge: RoundJudge | None,
+    launcher: ForkServer | None,
 ) -> list[tuple[list[RepeatResult], dict[str, Any]]]:
     started = time.monotonic()
     measured: list[tuple[list[RepeatResult], dict[str, Any]]] = [([], {}) for _ in arms]
@@ -148,6 +155,7 @@ def _interleave_workload(
                 scratch,
                 round_index,
                 tag=f"{arm.label}-",
+                launcher=launcher,
             )
             repeats, first = measured[arm_index]
             repeats.append(repeat)

@@ -1,9 +1,10 @@
 """Runs every planned workload, repeat by repeat, each repeat in a fresh process.
 
 Between-process variance is usually larger than within-process variance, so each repeat is a new
-process and the repeat is the statistical unit. A failed repeat ends its workload (the failure
-is recorded with its text; retrying a deterministic exception or a hang only multiplies the
-wait) and the next workload runs.
+process and the repeat is the statistical unit (forked by one fork server per run where it can
+be, ``perfgate.runner.forkserver``: a fresh process without a fresh ``import torch``). A failed
+repeat ends its workload (the failure is recorded with its text; retrying a deterministic
+exception or a hang only multiplies the wait) and the next workload runs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from perfgate.result import RankResult, RepeatResult, RunSettings, WorkloadResult
 from perfgate.runner.conditions import repeat_conditions
+from perfgate.runner.forkserver import ForkServer, worker_launcher
 from perfgate.runner.plan import PlannedWorkload
 from perfgate.runner.process import RepeatProcessResult, run_worker
 from perfgate.runner.step_clock import step_clock_from_env
@@ -61,12 +63,15 @@ def run_workloads(
     """
     gpu = environment.get("gpu") or {}
     results = []
-    with tempfile.TemporaryDirectory(prefix="perfgate-run-") as scratch:
+    with (
+        tempfile.TemporaryDirectory(prefix="perfgate-run-") as scratch,
+        worker_launcher() as launcher,
+    ):
         for planned in plan:
             if observer:
                 observer.workload_started(planned, settings.repeats)
             result = _run_workload(
-                planned, settings, device, gpu, Path(scratch), observer, ceilings
+                planned, settings, device, gpu, Path(scratch), observer, ceilings, launcher
             )
             if observer:
                 observer.workload_finished(result)
@@ -82,11 +87,14 @@ def _run_workload(
     scratch: Path,
     observer: RunObserver | None,
     ceilings: StoredCeilings | None = None,
+    launcher: ForkServer | None = None,
 ) -> WorkloadResult:
     repeats: list[RepeatResult] = []
     first: dict[str, Any] = {}
     for index in range(settings.repeats):
-        repeat, document = run_repeat(planned, settings, device, gpu, scratch, index)
+        repeat, document = run_repeat(
+            planned, settings, device, gpu, scratch, index, launcher=launcher
+        )
         repeats.append(repeat)
         if observer:
             observer.repeat_finished(planned, index, repeat.status)
@@ -104,8 +112,10 @@ def run_repeat(
     scratch: Path,
     index: int,
     tag: str = "",
+    launcher: ForkServer | None = None,
 ) -> tuple[RepeatResult, dict[str, Any]]:
-    """One repeat in a fresh worker process: its result and the worker's raw document.
+    """One repeat in a fresh worker process (forked by ``launcher`` when given): its result
+    and the worker's raw document.
 
     FLOPs are counted in repeat 0 only (the count is deterministic and costs a step). Under
     the test harness's ``PERFGATE_TEST_STEP_CLOCK`` the worker times on a virtual clock seeded
@@ -128,6 +138,7 @@ def run_repeat(
         settings.timeout_s,
         gpu.get("nvml_index") if device == "cuda" else None,
         SAMPLE_INTERVAL_S,
+        launcher=launcher,
     )
     repeat = _repeat_result(index, outcome)
     if clock is not None:  # the test harness's virtual machine: its own conditions
@@ -175,7 +186,7 @@ def rank_threads(settings: RunSettings, device: str) -> int | None:
 
 def _repeat_result(index: int, outcome: RepeatProcessResult) -> RepeatResult:
     doc = outcome.document if outcome.status == "ok" else {}
-    phases = doc.get("phases", {})
+    phases = {"spawned": outcome.spawned, **doc.get("phases", {})}
     start, end = phases.get("measure_start"), phases.get("measure_end")
     summary = summarize_telemetry(outcome.telemetry, start, end)
     return RepeatResult(

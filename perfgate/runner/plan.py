@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from perfgate.config import Config
 from perfgate.errors import UsageError
 from perfgate.result import RunSettings
+from perfgate.stats.power import minimum_repeats
 from perfgate.workloads.builtin import BUILTIN_WORKLOADS, SUITES
 from perfgate.workloads.definition import WorkloadDefinition
 from perfgate.workloads.knobs import parse_knob_assignments, resolve_knobs
@@ -43,8 +44,11 @@ class Defaults:
     timeout_s: float
 
 
-SMOKE_DEFAULTS = Defaults(repeats=3, steps=12, warmup=3, timeout_s=180.0)
+SMOKE_DEFAULTS = Defaults(repeats=5, steps=12, warmup=3, timeout_s=180.0)
 FULL_DEFAULTS = Defaults(repeats=5, steps=50, warmup=10, timeout_s=900.0)
+TESTED_METRICS_PER_WORKLOAD = 2
+"""What compare tests per workload: the step time (or time per sample) and peak memory; the
+rates computed from the step time are shown beside it, not tested again."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -249,6 +253,11 @@ def _settings(
     config: Config, selection: Selection, planned: Sequence[PlannedWorkload]
 ) -> RunSettings:
     defaults = SMOKE_DEFAULTS if all(p.preset == "smoke" for p in planned) else FULL_DEFAULTS
+
+    # A default repeat count must be able to conclude: at least what the test needs for one
+    # change among every metric the run's comparison will test (perfgate.stats.power).
+    needed = minimum_repeats(TESTED_METRICS_PER_WORKLOAD * max(len(planned), 1))
+    defaults = replace(defaults, repeats=max(defaults.repeats, needed))
 
     def pick(name: str) -> Any:
         for value in (getattr(selection, name), getattr(config, name), getattr(defaults, name)):

@@ -9,6 +9,11 @@ timeout or a crash takes its DataLoader workers down with it, and every way a pr
 a result, an exception, a signal, ``os._exit``, a hang — becomes a result with its error text
 rather than an exception that would stop the other workloads (a timeout is a result, not an
 exception). Telemetry is sampled here, in the parent, so the timed process carries none of it.
+
+A single-process worker is forked by the run's fork server when it has one
+(``perfgate.runner.forkserver``: about 2 s less per repeat, the process as fresh) and spawned
+as ``python -m perfgate.runner.worker`` otherwise; either way the same sampling, time limit,
+kill and classification apply. A fork server that dies under a repeat makes it a crash.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any
 from perfgate.distributed.launch import torchrun_command
 from perfgate.distributed.ranks import combine_ranks, read_rank_documents
 from perfgate.errors import UsageError
+from perfgate.runner.forkserver import ForkedWorker, ForkServer, ForkServerLost
 from perfgate.telemetry.sampler import TelemetrySampler
 
 STDERR_TAIL_CHARS = 2000
@@ -45,6 +51,8 @@ class RepeatProcessResult:
     document: dict[str, Any]
     error: str | None
     exit_code: int | None
+    spawned: float
+    """Unix time just before the worker was started (the repeat's ``spawned`` phase)."""
     wall_s: float
     stderr_tail: str | None
     telemetry: dict[str, Any]
@@ -57,8 +65,16 @@ def run_worker(
     timeout_s: float,
     gpu_index: int | None,
     sample_interval_s: float,
+    launcher: ForkServer | None = None,
 ) -> RepeatProcessResult:
-    """Run ``perfgate.runner.worker`` on ``spec``; raise UsageError only for bad input."""
+    """Run ``perfgate.runner.worker`` on ``spec``; raise UsageError only for bad input.
+
+    With a ``launcher`` a single-process worker is forked by it (torchrun repeats are always
+    spawned). Its environment is the one a spawned worker gets — this process's, plus
+    ``OMP_NUM_THREADS`` for pinned threads — and the fork server is started with it, because
+    libgomp reads the variable when torch loads it; the worker also pins its threads with
+    ``torch.set_num_threads``, which takes effect in either kind of process.
+    """
     spec_path = workdir / f"{label}.spec.json"
     out_path = workdir / f"{label}.out.json"
     log_path = workdir / f"{label}.log"
@@ -72,9 +88,15 @@ def run_worker(
         if world_size
         else [sys.executable, "-m", "perfgate.runner.worker", str(spec_path), str(out_path)]
     )
+    spawned = time.time()
     started = time.perf_counter()
     with open(log_path, "w+b") as log:
-        process = subprocess.Popen(
+        forked = (
+            launcher.start(spec_path, out_path, log, environment)
+            if launcher is not None and not world_size
+            else None
+        )
+        process = forked or subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -82,17 +104,22 @@ def run_worker(
             env=environment,
             start_new_session=True,
         )
-        sampler = TelemetrySampler(process.pid, gpu_index, sample_interval_s)
-        sampler.start()
-        timed_out = False
-        try:
-            exit_code: int | None = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            exit_code = None
-        finally:
-            telemetry = sampler.stop()
-            _kill_tree(process)
+        with process:
+            sampler = TelemetrySampler(process.pid, gpu_index, sample_interval_s)
+            sampler.start()
+            timed_out = False
+            lost = None
+            try:
+                exit_code: int | None = process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                exit_code = None
+            except ForkServerLost as exc:
+                lost = str(exc)
+                exit_code = None
+            finally:
+                telemetry = sampler.stop()
+                _kill_tree(process)
         wall_s = time.perf_counter() - started
     tail = _tail(log_path)
     if world_size:
@@ -100,8 +127,8 @@ def run_worker(
         exit_code = _rank_exit_code(exit_code, document)
     else:
         document = _read_document(out_path)
-    launcher = f"torchrun ({world_size} ranks)" if world_size else "worker"
-    status, error = _classify(exit_code, timed_out, document, tail, timeout_s, launcher)
+    name = f"torchrun ({world_size} ranks)" if world_size else "worker"
+    status, error = _classify(exit_code, timed_out, document, tail, timeout_s, name, lost)
     if status == "usage_error":
         raise UsageError(str(error))
     return RepeatProcessResult(
@@ -109,18 +136,20 @@ def run_worker(
         document=document,
         error=error,
         exit_code=exit_code,
+        spawned=spawned,
         wall_s=wall_s,
         stderr_tail=tail,
         telemetry=telemetry,
     )
 
 
-def _kill_tree(process: subprocess.Popen[bytes]) -> None:
+def _kill_tree(process: subprocess.Popen[bytes] | ForkedWorker) -> None:
     """Kill whatever is left of the worker: its process group and every descendant's group.
 
     A plain worker's DataLoader workers share its group. torchrun starts each rank in a
     session of its own, so the ranks (and their DataLoader workers) are found as descendants
-    and their groups killed too: a timeout leaves no rank behind, waiting in a collective.
+    and their groups killed too: a timeout leaves no rank behind, waiting in a collective. A
+    forked worker whose server died is an orphan: killed like the others, reaped by init.
     """
     import psutil
 
@@ -139,7 +168,8 @@ def _kill_tree(process: subprocess.Popen[bytes]) -> None:
     for child in descendants:
         with contextlib.suppress(psutil.Error):
             child.kill()
-    process.wait()
+    with contextlib.suppress(ForkServerLost):
+        process.wait()
 
 
 def _rank_exit_code(launcher_code: int | None, document: dict[str, Any]) -> int | None:
@@ -177,9 +207,14 @@ def _classify(
     tail: str | None,
     timeout_s: float,
     launcher: str = "worker",
+    lost: str | None = None,
 ) -> tuple[str, str | None]:
-    """Map the way the process ended to a repeat status and error text."""
+    """Map the way the process ended to a repeat status and error text (``lost``: how the
+    fork server died under a forked worker, whose own end it can then no longer report)."""
     reported = document.get("status")
+    if lost is not None:
+        reason = f"{lost}, so the worker was killed"
+        return "crashed", f"{reason}; output ends with: {tail}" if tail else reason
     if timed_out:
         return (
             "timeout",

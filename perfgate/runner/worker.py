@@ -1,9 +1,11 @@
 """The worker: one repeat of one workload, in a fresh process.
 
 Protocol with the parent (``perfgate.runner.orchestrator``): the parent writes a JSON spec file
-and starts ``python -m perfgate.runner.worker SPEC OUT``. The worker builds the workload through
-its factory, counts FLOPs if asked (outside the timed loop), runs warm-up and measured steps, and
-writes exactly one JSON document to OUT atomically. Exit codes:
+and starts ``python -m perfgate.runner.worker SPEC OUT`` — or has its fork server fork a child
+that calls ``main([SPEC, OUT])`` (``perfgate.runner.forkserver``: as fresh a process, without
+paying for the imports again). The worker builds the workload through its factory, counts FLOPs
+if asked (outside the timed loop), runs warm-up and measured steps, and writes exactly one JSON
+document to OUT atomically. Exit codes:
 
 - 0: measured; OUT holds ``{"status": "ok", ...}``.
 - 1: the workload raised; OUT holds ``{"status": "error", "error": ...}``.

@@ -147,6 +147,20 @@ def repeats_needed_tuned(
     return _fewest_repeats(enough, max_repeats)
 
 
+def minimum_repeats(comparisons: int = 1, alpha: float = ALPHA) -> int:
+    """Fewest equal repeats a side at which one change among ``comparisons`` tested together
+    can be significant at all: the exact Mann–Whitney test's smallest p must pass
+    Benjamini–Hochberg's first step, p ≤ α / comparisons (3 a side can never reach 0.05; 5 a
+    side reach 0.0079, enough for one workload's two tested metrics).
+    """
+    if comparisons < 1:
+        raise UsageError(f"{comparisons} comparisons", "count at least one tested metric")
+    n = 2
+    while smallest_p(n, n) > alpha / comparisons:
+        n += 1
+    return n
+
+
 def smallest_p(n_base: int, n_head: int) -> float:
     """The exact two-sided Mann–Whitney test's smallest p-value (complete separation)."""
     _check_repeats(n_base, n_head)

@@ -291,6 +291,23 @@ def sequential_state(
     )
 
 
+def narrowest_band(sigma: float, design: SequentialDesign) -> float:
+    """The narrowest threshold inside which identical code lands (*no change*) with ~95 %
+    probability by the horizon, for between-process noise ``sigma`` (the log-scale standard
+    deviation of one repeat, as ``perfgate calibrate`` measures it): the paired round's noise is
+    √2 · sigma, and the final interval must fit inside the band,
+    ``exp((critical + z₀.₉₇₅) · √2 · sigma / √max_rounds) − 1``. A tighter threshold turns
+    A/A comparisons into inconclusive ones; a looser one lets real changes through.
+    """
+    if not (math.isfinite(sigma) and sigma >= 0):
+        raise UsageError(f"noise {sigma!r} is not a finite, non-negative number", "re-calibrate")
+    rounds = design.max_rounds
+    g = math.floor(TRIM * rounds)
+    critical = design.critical(rounds, rounds - 2 * g - 1)
+    se = math.sqrt(2) * sigma / ((1 - 2 * g / rounds) * math.sqrt(rounds))
+    return math.expm1((critical + float(stats.norm.ppf(0.975))) * se)
+
+
 def _rounds_needed(estimate: float, sd: float, band: float, design: SequentialDesign) -> int | None:
     """Rounds at which an interval around ``estimate`` with per-round spread ``sd`` would clear
     the nearest edge of the band, at the design's final boundary (normal approximation)."""
