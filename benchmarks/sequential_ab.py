@@ -35,8 +35,10 @@ Everything is seeded: the same arguments give the same table.
 
 Usage::
 
-    python benchmarks/sequential_ab.py [--trials 1000] [--pool benchmarks/data/interleaved_pool.json]
-        [--record 120 --project DIR] [--quick] [--out FILE] [--jobs N] [--seed 0]
+    python benchmarks/sequential_ab.py [--trials 1000] [--pool FILE] [--quick] [--out FILE]
+        [--record 120 --project benchmarks/user_gpt] [--threads T] [--jobs N] [--seed 0]
+
+(``--pool`` defaults to ``benchmarks/data/interleaved_pool.json``.)
 """
 
 from __future__ import annotations
@@ -346,11 +348,9 @@ def record(rounds: int, project: Path, out: Path, threads: int | None) -> None:
         "cases": [
             {"base_label": "quiet", "head_label": "busy", "base": quiet, "head": busy},
             {"base_label": "busy", "head_label": "quiet", "base": busy, "head": quiet},
-            {"base_label": "busy", "head_label": "quiet, +25 %", "base": busy,
-             "head": quiet_slow},
-            {"base_label": "quiet", "head_label": "busy, +25 %", "base": quiet,
-             "head": busy_slow},
-        ]  # fmt: skip
+            {"base_label": "busy", "head_label": "quiet, +25 %", "base": busy, "head": quiet_slow},
+            {"base_label": "quiet", "head_label": "busy, +25 %", "base": quiet, "head": busy_slow},
+        ]
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(pool, indent=1) + "\n")
@@ -412,8 +412,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"(c) Recorded rounds: {meta['workload']} ({meta['project']}), {meta['rounds']} "
             f"rounds on {meta['cpu_count']} CPUs, {meta['recorded_at']}, load "
             f"{min(meta['load_per_round']):.1f}–{max(meta['load_per_round']):.1f}; median "
-            "head/base "
-            + ", ".join(f"{arm} {ratio:.3f}" for arm, ratio in observed.items()),
+            "head/base " + ", ".join(f"{arm} {ratio:.3f}" for arm, ratio in observed.items()),
             results,
             float(meta["seconds_per_round"]),
         )

@@ -21,9 +21,11 @@ Per repeat, from the phases of the result document (``RepeatResult.phases``):
 
 Medians over the repeats, the first repeat of a run (cold: FLOPs, and the fork server's own
 start-up) apart from the others; the per-run total (the sum of its repeats' wall times), the
-median measured step (the measurement itself must not move) and peak RSS.
+measured step (which must not move: each repeat's median steady step, and the Hodges–Lehmann
+ratio fork ÷ spawn over all pairs of repeats, as compare estimates it) and peak RSS.
 
-Usage: ``python benchmarks/startup.py [--runs 4] [--repeats 5] [--markdown benchmarks/startup.md]``
+Usage: ``python benchmarks/startup.py [--runs 4] [--repeats 5] [--steps 5] [--threads T]
+[--warmup W] [--markdown FILE]``
 """
 
 from __future__ import annotations
@@ -149,10 +151,12 @@ def report(measured: dict[str, list[list[RepeatResult]]], header: Sequence[str])
             )
         lines.append("")
     totals = {m: _median([sum(r.wall_s for r in run) for run in measured[m]]) for m in METHODS}
-    steps = {
-        m: _median([statistics.median(r.step_times_s) for run in measured[m] for r in run])
+    values = {
+        m: [statistics.median(r.step_times_s[r.steady_start :]) for run in measured[m] for r in run]
         for m in METHODS
     }
+    steps = {m: _median(values[m]) for m in METHODS}
+    shift = statistics.median([f / s for f in values["fork"] for s in values["spawn"]])
     rss = {
         m: (_median([r.peak_memory.get("rss_bytes") for run in measured[m] for r in run]) or 0)
         / 2**20
@@ -166,8 +170,9 @@ def report(measured: dict[str, list[list[RepeatResult]]], header: Sequence[str])
         f"| wall of all repeats of a run (median of {len(measured['fork'])}) | "
         f"{_seconds(totals['spawn'])} | {_seconds(totals['fork'])} | "
         f"{_ratio(totals['spawn'], totals['fork'])} |",
-        f"| median measured step | {_seconds(steps['spawn'])} | {_seconds(steps['fork'])} | "
-        f"{_ratio(steps['spawn'], steps['fork'])} |",
+        f"| measured step (median of the repeats' steady medians) | {_seconds(steps['spawn'])} | "
+        f"{_seconds(steps['fork'])} | {_ratio(steps['spawn'], steps['fork'])} |",
+        f"| measured step, fork ÷ spawn (Hodges–Lehmann over repeat pairs) | | | {shift:.3f} |",
         f"| median peak RSS | {rss['spawn']:.0f} MiB | {rss['fork']:.0f} MiB | "
         f"{_ratio(rss['spawn'], rss['fork'])} |",
     ]
@@ -181,10 +186,17 @@ def main(argv: Sequence[str]) -> None:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--workload", default="mlp")
     parser.add_argument("--preset", default="smoke")
+    parser.add_argument("--threads", type=int, help="intra-op threads (default: perfgate's)")
+    parser.add_argument("--warmup", type=int, help="warm-up steps (default: perfgate's)")
     parser.add_argument("--markdown", type=Path, help="also write the page here")
     args = parser.parse_args(argv)
     selection = Selection(
-        workloads=[args.workload], preset=args.preset, steps=args.steps, repeats=args.repeats
+        workloads=[args.workload],
+        preset=args.preset,
+        steps=args.steps,
+        repeats=args.repeats,
+        threads=args.threads,
+        warmup=args.warmup,
     )
     plan, settings = make_plan(load_config(), selection)
     load_before = os.getloadavg()

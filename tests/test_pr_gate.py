@@ -1,17 +1,22 @@
 """The pull-request gate, run as CI runs it: ``scripts/pr-gate.sh`` on a scratch repository.
 
 The scratch project (``tests/fixtures/gate_project``) has one user workload whose step calls
-the team's ``model.py``: a tiny MLP plus a 20 ms transform (a sleep, so the shared CPU's noise
-cannot decide the verdicts). Main gets real baselines the way the nightly job makes them: three
-stored runs, ``baseline refresh``, ``baseline export`` into ``baselines/``, committed. Then each
-test opens a pull request branch off main and runs the gate script, exactly as the workflow
-does, and checks its exit code and the comment it wrote:
+the team's ``model.py``: a tiny MLP plus a 20 ms transform (a sleep). Every worker times its
+steps on the deterministic step clock (``PERFGATE_TEST_STEP_CLOCK``: the sleeps, with seeded
+noise), so each exit code is exact however busy the machine is. Main gets baselines the way the
+nightly job makes them: three stored runs, ``baseline refresh``, ``baseline export`` into
+``baselines/``, committed. Then each test opens a pull request branch off main and runs the gate
+script, exactly as the workflow does, and checks its exit code and the comment it wrote:
 
 (a) a PR that makes the transform 25 % slower fails with exit code 1, and its comment says so;
 (b) the same PR that also rewrites ``baselines/`` and raises its own threshold still fails:
     thresholds and snapshots are read from the base ref;
 (c) an A/A PR passes;
-(d) a PR whose workload crashes exits 3, with the error in the comment, never a regression.
+(d) a PR whose workload crashes exits 3, with the error in the comment, never a regression;
+(e) a PR the budget cannot decide is neutral: the script exits 0, compare's own code (4) is
+    kept, and the comment says what would decide;
+(f) a project's first PR, with no baseline anywhere, is judged by an A/B of main against it;
+(g) on real time, the 25 % slower PR is never passed (inconclusive is accepted).
 """
 
 from __future__ import annotations
@@ -57,8 +62,11 @@ def perfgate(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return completed
 
 
+VIRTUAL = "virtual:between=0.02,within=0.01"
+
+
 def _environment(**extra: str) -> dict[str, str]:
-    environment = {**os.environ, "COLUMNS": "200"}
+    environment = {**os.environ, "COLUMNS": "200", "PERFGATE_TEST_STEP_CLOCK": VIRTUAL}
     for name in ("PERFGATE_DATABASE_URL", "GITHUB_STEP_SUMMARY", "GITHUB_BASE_REF"):
         environment.pop(name, None)
     return {**environment, **extra}
@@ -94,7 +102,7 @@ def open_pr(repo: Path, name: str, edits: dict[str, tuple[str, str]]) -> None:
     git(repo, "commit", "--quiet", "-am", name)
 
 
-def run_gate(repo: Path, *, advise: bool = False) -> tuple[int, str, str, Path]:
+def run_gate(repo: Path, *, advise: bool = False, **extra: str) -> tuple[int, str, str, Path]:
     """The gate script as the workflow runs it; (exit code, comment, log, output folder)."""
     out = repo / "perfgate-out"
     completed = subprocess.run(
@@ -109,6 +117,7 @@ def run_gate(repo: Path, *, advise: bool = False) -> tuple[int, str, str, Path]:
             PERFGATE_DEVICE="cpu",
             PERFGATE_ADVISE="1" if advise else "0",
             GITHUB_STEP_SUMMARY=str(repo / "summary.md"),
+            **extra,
         ),
     )
     log = completed.stdout + completed.stderr
@@ -172,3 +181,45 @@ def test_a_pr_whose_workload_crashes_is_an_infrastructure_error(gate_repo: Path)
     assert comment.startswith("## perfgate: error"), comment
     assert "regression" not in comment
     assert "exit code **3** (infrastructure)" in comment
+
+
+def compare_code(out: Path) -> int:
+    return int((out / "compare-exit-code").read_text())
+
+
+def test_a_pr_the_budget_cannot_decide_is_neutral(gate_repo: Path) -> None:
+    # 10 % slower against main's ±10 % band, with the base's budget of 4 rounds: undecidable.
+    open_pr(
+        gate_repo, "at-the-threshold", {"model.py": ("TRANSFORM_S = 0.020", "TRANSFORM_S = 0.022")}
+    )
+    code, comment, log, out = run_gate(gate_repo)
+    assert code == 0, log[-3000:]
+    assert compare_code(out) == 4
+    assert "perfgate: inconclusive (neutral)" in log
+    assert comment.startswith("## perfgate: inconclusive"), comment
+    assert "Inconclusive is neutral" in comment and "would decide" in comment
+
+
+def test_a_first_pr_without_any_baseline_is_judged_by_an_a_b(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    repo = tmp_path_factory.mktemp("first") / "repo"
+    shutil.copytree(FIXTURE, repo)
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "the team's project, no baselines yet")
+    open_pr(repo, "slower", SLOWER)
+    code, comment, log, out = run_gate(repo)
+    assert code == 1, log[-3000:]
+    verdict = json.loads((out / "verdict.json").read_text())
+    assert verdict["method"] == "interleaved"
+    assert "no stored or committed baseline yet" in " ".join(verdict["workloads"][0]["notes"])
+    assert "no stored or committed baseline yet" in comment
+
+
+def test_on_real_time_a_slower_pr_is_never_passed(gate_repo: Path) -> None:
+    open_pr(gate_repo, "slower-real", SLOWER)
+    code, comment, log, out = run_gate(gate_repo, PERFGATE_TEST_STEP_CLOCK="")
+    assert code in (0, 1), log[-3000:]
+    assert compare_code(out) in (1, 4), log[-3000:]  # a regression, or neutral: never a pass
+    assert not comment.startswith("## perfgate: pass"), comment

@@ -25,9 +25,10 @@ safe, and equivalent to a spawned worker:
   it, i.e. in the server) and replaced by a fresh one when a repeat asks for another. The
   worker pins its threads with ``torch.set_num_threads`` itself, in the child, as before.
 - **Memory of its own.** Before the worker starts, the child copies the anonymous pages it
-  still shares with the server (:func:`_own_inherited_pages`, ~125 ms): left shared, they
-  cost copy-on-write faults in the first timed steps, which then measured 13 % slower than a
-  spawned worker's. Kernels without ``MADV_POPULATE_WRITE`` (before Linux 5.14) keep spawning.
+  still shares with the server and maps the file pages the server's imports mapped
+  (:func:`_make_memory_its_own`, ~135 ms): left shared, the pages cost copy-on-write faults in
+  the first timed steps, which then measured 13 % slower than a spawned worker's, and peak RSS
+  was 18 % lower. Kernels without ``MADV_POPULATE_*`` (before Linux 5.14) keep spawning.
 - **User code only in the children.** Workload modules (``spec["python_path"]``, which differs
   between the base and head checkouts of an A/B) are imported by the worker in the child, so
   each side sees its own; the child also drops the server's directory-listing caches
@@ -40,9 +41,6 @@ safe, and equivalent to a spawned worker:
   ``atexit`` handlers and leaves with ``os._exit`` (the server's own state must not be torn
   down by each child); an escaping exception is printed and exits 1, as in an interpreter.
   Skipping the interpreter's teardown saves most of the ~1 s a spawned worker takes to exit.
-- **Peak RSS** is lower than a spawned worker's by the file-backed pages the server's imports
-  touched (torch's code, which the child maps again only where it runs it): mlp@smoke 256
-  against 312 MiB. Anonymous memory is the same.
 
 The protocol is JSON lines on the server's stdin and stdout (which it moves to private
 descriptors before importing anything, so stray output cannot corrupt it): ``{"start":
@@ -76,7 +74,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Literal, NoReturn
@@ -92,6 +90,8 @@ the CI machine), ``torch._dynamo`` (1.0 s; ``torch.optim.Optimizer`` imports it 
 builds its optimizer) and the worker (whose own imports are light: it imports torch lazily)."""
 
 SERVER_COMMAND = (sys.executable, "-m", "perfgate.runner.forkserver")
+"""The server's command line: like a spawned worker's, so ``sys.path`` starts alike (with the
+working directory, which the server is started in)."""
 
 HANDSHAKE_TIMEOUT_S = 120.0
 """Longest wait for the server to be ready, or to answer a start (it forks at once): far
@@ -99,11 +99,16 @@ beyond the import time even on a loaded machine, short of hanging a run on a stu
 
 SERVER_TAIL_CHARS = 1000
 SERVER_UNSUPPORTED_EXIT = 3
-"""The server's exit code where the kernel lacks what :func:`_own_inherited_pages` needs."""
+"""The server's exit code where the kernel lacks what :func:`_make_memory_its_own` needs."""
+PAGE_PRESENT, PAGE_FILE, PAGE_EXCLUSIVE = 1 << 63, 1 << 61, 1 << 56
+"""Bits of a ``/proc/PID/pagemap`` entry: mapped; a file page; mapped by this process only."""
+MADV_POPULATE_READ = 22
+"""Linux 5.14+: map pages in, as a read would (a file page from the page cache)."""
 MADV_POPULATE_WRITE = 23
 """Linux 5.14+: fault pages in writable, copying a shared (copy-on-write) page as a write would."""
-CHILD_SETUP_EXIT = 70
-"""The child's exit code when it fails before the worker runs (its traceback is in the log)."""
+CHILD_SETUP_EXIT = 71
+"""The child's exit code when it fails before the worker runs (``EX_OSERR``; its traceback is
+in the log, and the parent reports a crash with it)."""
 
 
 class ForkServerLost(Exception):
@@ -360,6 +365,7 @@ def serve() -> None:
         os._exit(SERVER_UNSUPPORTED_EXIT)
     for name in SERVER_IMPORTS:
         importlib.import_module(name)
+    file_pages = _file_pages_in_use()
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_read, False)
     os.set_blocking(wake_write, False)
@@ -396,7 +402,7 @@ def serve() -> None:
                     os.waitpid(int(message["release"]), 0)
                     continue
                 try:
-                    pid = _fork_child(message["start"], private)
+                    pid = _fork_child(message["start"], private, file_pages)
                 except OSError as exc:  # EAGAIN, ENOMEM: the parent spawns this one instead
                     reply({"error": f"fork failed: {exc}"})
                     continue
@@ -404,20 +410,24 @@ def serve() -> None:
                 reply({"started": pid})
 
 
-def _fork_child(request: dict[str, str], private: tuple[int, ...]) -> int:
+def _fork_child(
+    request: dict[str, str], private: tuple[int, ...], file_pages: list[tuple[int, int]]
+) -> int:
     """Fork the worker; return once it leads a session of its own (or has died trying)."""
     ready_read, ready_write = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(ready_read)
-        _child(request, (*private, ready_write))
+        _child(request, (*private, ready_write), file_pages)
     os.close(ready_write)
     os.read(ready_read, 1)  # EOF: the child closed its end after os.setsid()
     os.close(ready_read)
     return pid
 
 
-def _child(request: dict[str, str], inherited: tuple[int, ...]) -> NoReturn:
+def _child(
+    request: dict[str, str], inherited: tuple[int, ...], file_pages: list[tuple[int, int]]
+) -> NoReturn:
     """The forked worker: never returns into the server's loop."""
     code = CHILD_SETUP_EXIT
     try:
@@ -427,7 +437,7 @@ def _child(request: dict[str, str], inherited: tuple[int, ...]) -> NoReturn:
         for fd in inherited:  # the last one is the handshake pipe: closing it answers
             os.close(fd)
         _redirect(request["log"])
-        _own_inherited_pages()
+        _make_memory_its_own(file_pages)
         code = _run_worker(request["spec"], request["out"])
     except BaseException:
         traceback.print_exc()
@@ -446,46 +456,69 @@ def _redirect(log_path: str) -> None:
     os.close(log)
 
 
-def _own_inherited_pages() -> None:
-    """Copy every anonymous page still shared with the server, so that the worker runs on
-    memory of its own, as a spawned worker does.
+def _file_pages_in_use() -> list[tuple[int, int]]:
+    """The file-backed pages mapped in this process (the server, after its imports: torch's
+    code and read-only data), as ``(address, length)`` runs. A forked child inherits only the
+    mappings, not these pages' entries, so :func:`_make_memory_its_own` maps them again."""
+    with open("/proc/self/maps") as maps:
+        files = [
+            fields[0]
+            for fields in (line.split() for line in maps)
+            if len(fields) > 5 and fields[5].startswith("/")
+        ]
+    return _page_runs(
+        files, lambda entry: entry & (PAGE_PRESENT | PAGE_FILE) == PAGE_PRESENT | PAGE_FILE
+    )
 
-    Without this, the workload's first steps take the copy-on-write faults instead, and measure
-    slower: mlp@smoke (one thread, 3 warm-up and 20 measured steps, 12 interleaved rounds) was
-    12.8 % slower per repeat forked than spawned, 2.2 % (noise) with the copy. The copy is
-    about 210 MiB, 125 ms on the CI machine; RSS does not change (the pages were counted).
-    Shared pages are those present but not exclusively mapped (``/proc/self/pagemap`` bits 63
-    and 56); file pages (bit 61) are left alone, as a spawned worker leaves them.
+
+def _make_memory_its_own(file_pages: list[tuple[int, int]]) -> None:
+    """Give the child the memory a spawned worker would have after the same imports.
+
+    Anonymous pages still shared with the server (present, neither exclusive nor file pages)
+    are copied now; left shared, they cost copy-on-write faults in the first timed steps,
+    which measured slower for it: mlp@smoke (one thread, 3 warm-up and 20 measured steps, 12
+    interleaved rounds) was 12.8 % slower per repeat forked than spawned without the copy,
+    2.2 % with it. And the server's file pages are mapped again, as a spawned worker's imports
+    map them, so that peak RSS is the same (mlp@smoke: 256 MiB without, 312 MiB spawned).
+    About 210 MiB are copied and 80 MiB mapped, 135 ms on the CI machine.
     """
     libc = ctypes.CDLL(None, use_errno=True)
-    page = os.sysconf("SC_PAGE_SIZE")
     with open("/proc/self/maps") as maps:
         writable = [
-            tuple(int(bound, 16) for bound in fields[0].split("-"))
-            for fields in (line.split() for line in maps)
-            if fields[1][1] == "w" and fields[1][3] == "p"
+            fields[0] for fields in (line.split() for line in maps) if fields[1][1:4:2] == "wp"
         ]
+    shared = _page_runs(
+        writable, lambda entry: entry & (PAGE_PRESENT | PAGE_FILE | PAGE_EXCLUSIVE) == PAGE_PRESENT
+    )
+    for advice, runs in ((MADV_POPULATE_WRITE, shared), (MADV_POPULATE_READ, file_pages)):
+        for address, length in runs:
+            if libc.madvise(ctypes.c_void_p(address), ctypes.c_size_t(length), advice):
+                raise OSError(ctypes.get_errno(), f"madvise({advice}) failed")
+
+
+def _page_runs(ranges: list[str], wanted: Callable[[int], bool]) -> list[tuple[int, int]]:
+    """``(address, length)`` runs of the pages in ``ranges`` (``/proc/self/maps``'s
+    ``start-end``) whose pagemap entry is ``wanted``."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    runs = []
     with open("/proc/self/pagemap", "rb", buffering=0) as pagemap:
-        for start, end in writable:
+        for bounds in ranges:
+            start, end = (int(bound, 16) for bound in bounds.split("-"))
             pagemap.seek(start // page * 8)
             entries = memoryview(pagemap.read((end - start) // page * 8)).cast("Q")
-            run = None
+            first = None
             for index, entry in enumerate([*entries, 0]):
-                shared = entry >> 63 and not (entry >> 56) & 1 and not (entry >> 61) & 1
-                if shared and run is None:
-                    run = index
-                elif not shared and run is not None:
-                    address, length = start + run * page, (index - run) * page
-                    if libc.madvise(
-                        ctypes.c_void_p(address), ctypes.c_size_t(length), MADV_POPULATE_WRITE
-                    ):
-                        raise OSError(ctypes.get_errno(), "madvise(MADV_POPULATE_WRITE) failed")
-                    run = None
+                if wanted(entry):
+                    first = index if first is None else first
+                elif first is not None:
+                    runs.append((start + first * page, (index - first) * page))
+                    first = None
+    return runs
 
 
 def _unsupported() -> str | None:
     """Why this kernel cannot run the fork server's children as fresh processes, if it cannot:
-    :func:`_own_inherited_pages` needs ``MADV_POPULATE_WRITE`` and a readable pagemap."""
+    :func:`_make_memory_its_own` needs ``MADV_POPULATE_*`` and a readable pagemap."""
     libc = ctypes.CDLL(None, use_errno=True)
     page = os.sysconf("SC_PAGE_SIZE")  # an empty range: the kernel checks only the advice
     if libc.madvise(ctypes.c_void_p(page), ctypes.c_size_t(0), MADV_POPULATE_WRITE):

@@ -13,13 +13,15 @@ code under test cannot turn it on), every worker times its steps on a virtual cl
   (``within``) are drawn from a generator seeded by the clock's seed and the repeat's label
   (``head-sleepy-3``), so every repeat differs, and the same run gives the same numbers;
 - the canary's injected cost is added to the virtual clock (``perfgate.runner.canary``);
-- real computation takes no virtual time;
+- real computation takes no virtual time, except a fixed ``step`` cost per step (1 ms by
+  default, subject to the same noise), so a workload that never sleeps (a built-in) still has
+  a positive step time;
 - the machine is virtual too: a repeat's measurement conditions (``RepeatConditions``) are
   the virtual machine's, not the real one's, so a neighbour on the test machine cannot move a
   verdict. ``load`` > 1 is a busy virtual machine: every sleep takes ``load`` times longer and
   the worker's run-queue wait is ``1 − 1/load`` of the time (the share a neighbour took).
 
-Syntax: ``virtual`` or ``virtual:between=0.02,within=0.01,load=1.0,seed=0``.
+Syntax: ``virtual`` or ``virtual:between=0.02,within=0.01,load=1.0,step=0.001,seed=0``.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from perfgate.errors import UsageError
 from perfgate.result import RepeatConditions
 
 STEP_CLOCK_ENV = "PERFGATE_TEST_STEP_CLOCK"
-_KEYS = ("between", "within", "load", "seed")
+_KEYS = ("between", "within", "load", "step", "seed")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +48,7 @@ class StepClockSpec:
     between: float = 0.02
     within: float = 0.01
     load: float = 1.0
+    step: float = 0.001
     seed: int = 0
 
     def conditions(self) -> RepeatConditions:
@@ -91,6 +94,7 @@ def step_clock_from_env(environ: Mapping[str, str]) -> StepClockSpec | None:
         between=values.get("between", 0.02),
         within=values.get("within", 0.01),
         load=values.get("load", 1.0),
+        step=values.get("step", 0.001),
         seed=int(values.get("seed", 0)),
     )
 
@@ -104,6 +108,7 @@ class VirtualClock:
         self._rng = random.Random(int(spec["seed"]))
         self._within = float(spec["within"])
         self._scale = float(spec["load"]) * math.exp(self._rng.gauss(0.0, float(spec["between"])))
+        self._step = float(spec.get("step", 0.001))
         self._now = 0.0
 
     def now(self) -> float:
@@ -113,6 +118,10 @@ class VirtualClock:
         """What ``time.sleep`` does in a worker under test: advance, with the drawn noise."""
         factor = math.exp(self._rng.gauss(0.0, self._within)) if self._within else 1.0
         self._now += max(float(seconds), 0.0) * self._scale * factor
+
+    def step_done(self) -> None:
+        """The fixed cost of one step's own computation (see the module docstring)."""
+        self.sleep(self._step)
 
     def advance(self, seconds: float) -> None:
         """Exact extra time (the canary's injected cost), without noise."""
