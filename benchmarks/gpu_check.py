@@ -6,17 +6,21 @@ throttled share) and exits non-zero naming each path that did not deliver.
 Two more modes serve the advisor's step of the script: ``--knobs WORKLOAD…`` prints the
 ``--knob`` arguments that select the planted inefficient variants
 (``perfgate.advise.variants``), and ``--advice FILE`` prints which rules fired on them against
-the rules the planted defects should draw.
+the rules the planted defects should draw. ``--sequential WORKLOAD SLOWDOWN ROUNDS`` runs the
+sequential interleaved A/B of the plain workload against its canary on CUDA (the PR verdict's
+path, without git) and prints the verdict, the rounds it took and each repeat's start-up
+phases (fork server or spawn, CUDA context, set-up, warm-up).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from perfgate.result import RunResult, WorkloadResult, load_result
+from perfgate.result import RunResult, SourceInfo, WorkloadResult, load_result
 from perfgate.telemetry.peaks import lookup_peak
 
 
@@ -141,6 +145,67 @@ def check_advice(document: dict[str, Any]) -> list[str]:
     return lines
 
 
+def sequential_canary(
+    workload: str, slowdown: float, rounds: int, device: str = "cuda"
+) -> list[str]:
+    """The plain workload against its canary, interleaved and judged round by round (on CUDA;
+    ``device`` cpu tries the script here)."""
+    from dataclasses import replace
+
+    from perfgate.compare.sequential import SequentialJudge, judge_interleaved
+    from perfgate.config import load_config
+    from perfgate.run import prepare, run_fingerprint
+    from perfgate.runner.interleave import Arm, run_interleaved
+    from perfgate.runner.plan import Selection
+
+    config = load_config()
+    plan, settings = prepare(config, Selection(workloads=[workload], repeats=rounds))
+    environment = run_fingerprint(plan, settings, device)
+    arms = [
+        Arm(label="base", plan=plan, settings=settings),
+        Arm(label="head", plan=plan, settings=replace(settings, inject_slowdown=slowdown)),
+    ]
+    judge = SequentialJudge(config.thresholds, 1, rounds)
+    lines: list[str] = []
+
+    class Progress:
+        def round_finished(
+            self, name: str, index: int, total: int, reading: str | None = None
+        ) -> None:
+            lines.append(f"  {reading}")
+
+    started = time.monotonic()
+    base, head = run_interleaved(
+        arms, device, environment, rounds=rounds, observer=Progress(), judge=judge
+    )
+    wall = time.monotonic() - started
+    runs = [
+        RunResult(
+            run_id=label, perfgate_version="check", started_at="", finished_at="", suite=None,
+            device=device, settings=arm.settings, source=SourceInfo(), environment=environment,
+            workloads=workloads,
+        )
+        for label, arm, workloads in zip(("base", "head"), arms, (base, head), strict=True)
+    ]  # fmt: skip
+    verdict = judge_interleaved(runs[0], runs[1], config.thresholds, rounds)
+    step = next(c for c in verdict.workloads[0].comparisons if c.metric == "step_time_s")
+    lines.append(
+        f"sequential A/B, {workload} +{slowdown:.0%} canary on {device}: {step.verdict} after "
+        f"{step.head_repeats} of at most {rounds} rounds, ratio {step.ratio:.3f} "
+        f"({step.ci_low:.3f}–{step.ci_high:.3f}), {wall:.0f} s"
+    )
+    for repeat in base[0].repeats + head[0].repeats:
+        phases = repeat.phases
+        marks = [m for m in ("imports_done", "cuda_ready", "setup_done", "measure_start")
+                 if m in phases]  # fmt: skip
+        spawned = phases.get("spawned", phases.get("start", 0.0))
+        shown = ", ".join(f"{m} +{phases[m] - spawned:.2f} s" for m in marks)
+        lines.append(f"  repeat {repeat.index}: wall {repeat.wall_s:.2f} s; {shown}")
+    if step.verdict != "regression":
+        lines.append(f"FAIL the +{slowdown:.0%} canary was not called a regression")
+    return lines
+
+
 def _largest_first(item: tuple[str, float]) -> float:
     return -item[1]
 
@@ -149,6 +214,10 @@ def main(paths: list[str]) -> int:
     if paths[:1] == ["--knobs"]:
         print(" ".join(variant_knobs(paths[1:])))
         return 0
+    if paths[:1] == ["--sequential"]:
+        lines = sequential_canary(paths[1], float(paths[2]), int(paths[3]), *paths[4:5])
+        print("\n".join(lines))
+        return 1 if any(line.startswith("FAIL") for line in lines) else 0
     if paths[:1] == ["--advice"]:
         document = json.loads(Path(paths[1]).read_text())
         lines = check_advice(document)

@@ -6,7 +6,8 @@
 #   the advisor on the planted inefficient variants of gpt and resnet (which rules fire on CUDA) ·
 #   --verify of the bf16-autocast advice by an interleaved A/B re-run · the ddp workload under
 #   torchrun with NCCL (one rank per GPU; on a single GPU one rank, and it says so) ·
-#   doctor --peak (measured matmul and bandwidth ceilings) · perfgate diagnose.
+#   doctor --peak (measured matmul and bandwidth ceilings) · perfgate diagnose · the sequential
+#   interleaved A/B of a +5 % canary (the PR verdict's path) · fork-server start-up on CUDA.
 # Prepare here: bash benchmarks/gpu_wheels.sh; then through the device tool:
 #   run(command="set -o pipefail; bash benchmarks/gpu_check.sh 2>&1 | tee $OUT/gpu_check.log",
 #       carry=[".whl"], timeout_s=540)
@@ -72,6 +73,13 @@ echo "== perfgate advise --verify on CUDA: bf16 autocast proven by an interleave
 timeout 170 python3 -m perfgate advise --device cuda -w gpt@full --knob precision=off \
   --knob optimizer=fused --rule bf16-autocast-missing --verify --rounds 4 --steps 10 \
   --warmup 3 --json "$out/advice-verified.json" || status=1
+
+echo "== the PR verdict's path on CUDA: sequential interleaved A/B of mlp against its +5 % canary"
+# Also prints each repeat's start-up phases on CUDA (fork server: CUDA is first touched in the
+# forked child; spawned: the whole interpreter and import torch again).
+timeout 150 python3 benchmarks/gpu_check.py --sequential mlp@full 0.05 12 || status=1
+echo "== start-up per repeat on CUDA, fork server against spawn, interleaved"
+timeout 120 python3 benchmarks/startup.py --device cuda --runs 2 --repeats 3 || status=1
 
 echo "== checks on the documents"
 python3 benchmarks/gpu_check.py "$out"/gpu-*.json || status=1

@@ -24,19 +24,25 @@ start-up) apart from the others; the per-run total (the sum of its repeats' wall
 measured step (which must not move: each repeat's median steady step, and the Hodges–Lehmann
 ratio fork ÷ spawn over all pairs of repeats, as compare estimates it) and peak RSS.
 
+``--cli-pairs N`` also times the whole ``perfgate run`` command, N times per start method
+(``PERFGATE_WORKER_START``), alternating.
+
 Usage: ``python benchmarks/startup.py [--runs 4] [--repeats 5] [--steps 5] [--threads T]
-[--warmup W] [--markdown FILE]``
+[--warmup W] [--cli-pairs N] [--markdown FILE]``
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.metadata
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -58,6 +64,11 @@ def _between(start: str, end: str) -> Phase:
     return span
 
 
+def _setup(repeat: RepeatResult) -> float:
+    phases = repeat.phases
+    return phases["setup_done"] - phases.get("cuda_ready", phases["imports_done"])
+
+
 def _warmup(repeat: RepeatResult) -> float:
     phases = repeat.phases
     return phases["measure_start"] - phases.get("flops_done", phases["setup_done"])
@@ -69,7 +80,8 @@ def _after(repeat: RepeatResult) -> float:
 
 PHASES: list[tuple[str, Phase]] = [
     ("interpreter + imports", _between("spawned", "imports_done")),
-    ("setup (factory)", _between("imports_done", "setup_done")),
+    ("CUDA context (device cuda)", _between("imports_done", "cuda_ready")),
+    ("setup (factory)", _setup),
     ("FLOP count", _between("setup_done", "flops_done")),
     ("warm-up", _warmup),
     ("measured steps", _between("measure_start", "measure_end")),
@@ -79,7 +91,7 @@ PHASES: list[tuple[str, Phase]] = [
 
 
 def measure(
-    planned: PlannedWorkload, settings: RunSettings, runs: int, scratch: Path
+    planned: PlannedWorkload, settings: RunSettings, runs: int, scratch: Path, device: str = "cpu"
 ) -> dict[str, list[list[RepeatResult]]]:
     """``runs`` runs per start method, interleaved repeat by repeat."""
     measured: dict[str, list[list[RepeatResult]]] = {method: [] for method in METHODS}
@@ -95,7 +107,7 @@ def measure(
                     repeat, _ = run_repeat(
                         planned,
                         settings,
-                        "cpu",
+                        device,
                         {},
                         scratch,
                         index,
@@ -107,6 +119,24 @@ def measure(
                     measured[method][-1].append(repeat)
                     print(f"run {run} repeat {index} {method}: {repeat.wall_s:.2f} s", flush=True)
     return measured
+
+
+def cli_walls(pairs: int, argv: Sequence[str]) -> dict[str, list[float]]:
+    """Wall time of the whole ``perfgate run`` command (``argv``), ``pairs`` times per start
+    method, the order alternating."""
+    walls: dict[str, list[float]] = {method: [] for method in METHODS}
+    for pair in range(pairs):
+        for method in METHODS if pair % 2 == 0 else METHODS[::-1]:
+            started = time.perf_counter()
+            subprocess.run(
+                [sys.executable, "-m", "perfgate", *argv],
+                env={**os.environ, START_ENV: method},
+                check=True,
+                capture_output=True,
+            )
+            walls[method].append(time.perf_counter() - started)
+            print(f"cli {pair} {method}: {walls[method][-1]:.2f} s", flush=True)
+    return walls
 
 
 def _median(values: Sequence[float | None]) -> float | None:
@@ -186,8 +216,12 @@ def main(argv: Sequence[str]) -> None:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--workload", default="mlp")
     parser.add_argument("--preset", default="smoke")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (CUDA: its context too)")
     parser.add_argument("--threads", type=int, help="intra-op threads (default: perfgate's)")
     parser.add_argument("--warmup", type=int, help="warm-up steps (default: perfgate's)")
+    parser.add_argument(
+        "--cli-pairs", type=int, default=0, help="also time the whole command this many times"
+    )
     parser.add_argument("--markdown", type=Path, help="also write the page here")
     args = parser.parse_args(argv)
     selection = Selection(
@@ -202,15 +236,16 @@ def main(argv: Sequence[str]) -> None:
     load_before = os.getloadavg()
     started = datetime.datetime.now(datetime.timezone.utc)
     with tempfile.TemporaryDirectory(prefix="perfgate-startup-") as scratch:
-        measured = measure(plan[0], settings, args.runs, Path(scratch))
+        measured = measure(plan[0], settings, args.runs, Path(scratch), args.device)
     load_after = os.getloadavg()
+    shown = [a for a, b in zip(argv, ["", *argv][:-1], strict=True) if "--markdown" not in (a, b)]
     header = [
         "# Start-up of a repeat: spawned worker against the fork server",
         "",
-        f"`python benchmarks/startup.py {' '.join(argv)}`".replace(" `", "`"),
+        f"`python benchmarks/startup.py {' '.join(shown)}`".replace(" `", "`"),
         "",
         f"- date: {started:%Y-%m-%d %H:%M} UTC; {platform.node()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}",
+        f"Python {platform.python_version()}, torch {importlib.metadata.version('torch')}",
         f"- load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load_before)}; "
         f"after: {', '.join(f'{x:.2f}' for x in load_after)}",
         f"- {args.workload}@{args.preset}, {settings.repeats} repeats of {settings.warmup} "
@@ -218,6 +253,28 @@ def main(argv: Sequence[str]) -> None:
         f"{args.runs} runs per start method, interleaved repeat by repeat",
     ]
     lines = report(measured, header)
+    if args.cli_pairs:
+        command = [
+            *("run", "-w", args.workload, "--preset", args.preset, "--no-store"),
+            *("--device", args.device, "--steps", str(args.steps)),
+            *("--repeats", str(args.repeats)),
+            *(("--threads", str(args.threads)) if args.threads else ()),
+            *(("--warmup", str(args.warmup)) if args.warmup else ()),
+        ]
+        with tempfile.TemporaryDirectory(prefix="perfgate-startup-") as scratch:
+            walls = cli_walls(args.cli_pairs, [*command, "--out", f"{scratch}/out.json"])
+        spawned, forked = (statistics.median(walls[m]) for m in METHODS)
+        lines += [
+            "",
+            f"### The whole command (median of {args.cli_pairs} per method, interleaved)",
+            "",
+            f"`perfgate {' '.join(command)}`, the wall time of the process:",
+            "",
+            "| | spawn | fork server | spawn ÷ fork |",
+            "| --- | ---: | ---: | ---: |",
+            f"| perfgate run | {_seconds(spawned)} | {_seconds(forked)} | "
+            f"{_ratio(spawned, forked)} |",
+        ]
     print("\n".join(lines))
     if args.markdown is not None:
         args.markdown.write_text("\n".join(lines) + "\n")

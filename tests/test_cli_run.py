@@ -118,6 +118,7 @@ def test_unreachable_database_keeps_the_document_and_ingest_recovers(
         "--out",
         str(out),
         cwd=tmp_path,
+        env={"COLUMNS": "60"},  # a narrow terminal: the command must still be one line
     )
     assert completed.returncode == ExitCode.INFRASTRUCTURE, completed.stderr
     assert f"perfgate ingest {out}" in completed.stderr

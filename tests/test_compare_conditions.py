@@ -12,7 +12,7 @@ import pytest
 
 from perfgate.compare.baseline_source import from_result
 from perfgate.compare.conditions import condition_blocks, differing_conditions
-from perfgate.compare.gate import comparison_seed, compare_runs
+from perfgate.compare.gate import compare_runs, comparison_seed
 from perfgate.compare.sequential import SequentialJudge, judge_interleaved
 from perfgate.result import (
     RepeatConditions,
@@ -76,9 +76,14 @@ def run(
         suite="smoke",
         device="cpu",
         settings=RunSettings(
-            repeats=repeats, steps=6, warmup=1, timeout_s=60, threads=1, seed=0,
+            repeats=repeats,
+            steps=6,
+            warmup=1,
+            timeout_s=60,
+            threads=1,
+            seed=0,
             inject_slowdown=canary,
-        ),  # fmt: skip
+        ),
         source=SourceInfo(),
         environment=ENVIRONMENT,
         workloads=[workload],
@@ -101,8 +106,9 @@ def test_a_load_drop_between_the_sides_is_inconclusive_not_an_improvement() -> N
     assert comparison.verdict == "inconclusive"
     assert comparison.ci_high < 1 / 1.05  # the interval alone would have said improvement
     assert "different conditions" in comparison.reasons[0]
-    assert "CPU run-queue wait of the worker 35.0% (baseline) vs 1.0% (head)" in (
-        comparison.reasons[0]
+    assert (
+        "CPU run-queue wait of the worker 35.0% (baseline) vs 1.0% (head)"
+        in (comparison.reasons[0])
     )
     assert verdict.overall == "inconclusive"
     rates = [c for c in verdict.workloads[0].comparisons if c.metric == "samples_per_s"]

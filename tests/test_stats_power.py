@@ -15,11 +15,11 @@ from perfgate.stats.compare import compare_metric, correct
 from perfgate.stats.power import (
     log_ratio_se,
     min_detectable,
+    minimum_repeats,
     noise_sigma,
     recommended_threshold,
     repeats_needed,
     repeats_needed_tuned,
-    minimum_repeats,
     smallest_p,
 )
 

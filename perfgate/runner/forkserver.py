@@ -1,10 +1,10 @@
 """A fork server: every repeat still a fresh process, without paying for ``import torch`` again.
 
-A spawned worker (``python -m perfgate.runner.worker``) spends about 3 s on the 2-core CI
-machine before its first timed step of a few milliseconds: the interpreter, ``import torch``
-(1.0–1.3 s), and ``torch._dynamo``, which ``torch.optim.Optimizer`` imports when the factory
-builds its optimizer (another 1.0 s). An interleaved A/B runs many rounds of such repeats, so
-that cost is the gate's latency (``benchmarks/startup.md``: the numbers).
+A spawned worker (``python -m perfgate.runner.worker``) of mlp@smoke takes 2.8 s on the 2-core
+CI machine for a few milliseconds of timed steps: 0.9 s for the interpreter and ``import
+torch``, 1.0 s in the factory (``torch.optim.Optimizer`` imports ``torch._dynamo``), 0.8 s for
+the interpreter's teardown. An interleaved A/B runs many rounds of such repeats, so that cost
+is the gate's latency. A child of the fork server takes 0.2 s (``benchmarks/startup.md``).
 
 The server (``python -m perfgate.runner.forkserver``, one per :func:`worker_launcher`, started
 by the first repeat that needs it) imports :data:`SERVER_IMPORTS` once, then forks one child per
@@ -85,7 +85,7 @@ START_ENV = "PERFGATE_WORKER_START"
 """``fork`` (the default, on Linux only) or ``spawn`` (``python -m perfgate.runner.worker``)."""
 
 SERVER_IMPORTS = ("torch", "torch._dynamo", "perfgate.runner.worker")
-"""What every repeat would import anyway, imported once in the server: torch (1.0–1.3 s on
+"""What every repeat would import anyway, imported once in the server: torch (0.9–1.3 s on
 the CI machine), ``torch._dynamo`` (1.0 s; ``torch.optim.Optimizer`` imports it when a factory
 builds its optimizer) and the worker (whose own imports are light: it imports torch lazily)."""
 

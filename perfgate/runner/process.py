@@ -11,9 +11,9 @@ rather than an exception that would stop the other workloads (a timeout is a res
 exception). Telemetry is sampled here, in the parent, so the timed process carries none of it.
 
 A single-process worker is forked by the run's fork server when it has one
-(``perfgate.runner.forkserver``: about 2 s less per repeat, the process as fresh) and spawned
-as ``python -m perfgate.runner.worker`` otherwise; either way the same sampling, time limit,
-kill and classification apply. A fork server that dies under a repeat makes it a crash.
+(``perfgate.runner.forkserver``: 0.2 s a repeat instead of 2.8 s, as fresh a process) and
+spawned as ``python -m perfgate.runner.worker`` otherwise; either way the same sampling, time
+limit, kill and classification apply. A fork server that dies under a repeat makes it a crash.
 """
 
 from __future__ import annotations

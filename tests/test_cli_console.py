@@ -1,0 +1,44 @@
+"""The command line's output rules: lines verbatim (never wrapped, never read as markup), one
+error line with its exit code."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import typer
+from rich.console import Console
+
+from perfgate.cli_console import guarded, say
+from perfgate.errors import ExitCode, UsageError
+
+
+def narrow() -> tuple[Console, io.StringIO]:
+    buffer = io.StringIO()
+    return Console(file=buffer, width=40, force_terminal=False), buffer
+
+
+def test_a_line_with_a_command_a_path_and_a_toml_table_is_printed_verbatim() -> None:
+    console, buffer = narrow()
+    line = (
+        "unknown [tool.perfgate] key repeat — run perfgate ingest "
+        "/a/very/long/path/that/is/wider/than/the/terminal/result.json [bold]later[/bold]"
+    )
+    say(line, to=console)
+    assert buffer.getvalue() == line + "\n"
+
+
+def test_an_error_is_one_unwrapped_line_with_its_exit_code(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    console, buffer = narrow()
+    monkeypatch.setattr("perfgate.cli_console.errors", console)
+    problem = "[tool.perfgate] in /a/very/long/path/pyproject.toml has an unknown key repeat"
+
+    def fail() -> None:
+        raise UsageError(problem, "run perfgate workloads to list them")
+
+    with pytest.raises(typer.Exit) as raised:
+        guarded(fail)
+    assert raised.value.exit_code == ExitCode.USAGE
+    assert buffer.getvalue() == f"error: {problem} — run perfgate workloads to list them\n"
