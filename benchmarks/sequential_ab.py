@@ -6,7 +6,7 @@ methods, each given the very same sequences of paired rounds:
 
 - **sequential** — perfgate's verdict (``perfgate.stats.sequential``): after every round from
   the 4th the repeated confidence interval is updated, and the A/B stops at the first decision
-  (regression, improvement, no change) or at the horizon (the CPU default, 80 rounds; 30 for
+  (regression, improvement, no change) or at the horizon (the CPU default, 200 rounds; 40 for
   the quiet GPU). Its error rates are meant to hold under this optional stopping.
 - **fixed 5** and **fixed 20** — the fixed-size rule the gate applied to an A/B before
   (``perfgate.stats.compare``: Hodges–Lehmann ratio, expanded bootstrap interval, Mann–Whitney),
@@ -17,9 +17,10 @@ methods, each given the very same sequences of paired rounds:
 
 Sources of rounds (a round = one base and one head repeat measured back to back):
 
-(a) simulated CPU: per-repeat log-normal noise (σ 6 % a side), a ×1.2 slow mode in 10 % of
-    repeats, 2 % of repeats hit by a stall (×2–×10), and a machine load that drifts as a random
-    walk (σ 5 % a round) and lands on both repeats of a round alike;
+(a) simulated CPU: per-repeat log-normal noise (σ 9 % a side: what memory layout and the
+    neighbours do to a process's median step on the 2-core CI machine), a ×1.2 slow mode in
+    10 % of repeats, 2 % of repeats hit by a stall (×2–×10), and a machine load that drifts as
+    a random walk (σ 5 % a round) and lands on both repeats of a round alike;
 (b) simulated quiet GPU: σ 1 % a side, no stalls;
 (c) recorded rounds from this machine (``--pool``): a user workload (a character-level GPT with
     hand-written attention, not a built-in) measured by perfgate's interleaved runner in four
@@ -58,6 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from perfgate.compare.conditions import condition_blocks
+from perfgate.compare.sequential import DEFAULT_MAX_ROUNDS
 from perfgate.stats.compare import compare_metric, correct
 from perfgate.stats.sequential import sequential_design, sequential_state
 
@@ -65,8 +67,8 @@ THRESHOLD = 0.05
 EFFECTS = (0.0, 0.05, 0.10, 0.25)
 FIXED_ROUNDS = (5, 20)
 PEEK_LIMIT = 20
-CPU_HORIZON = 80
-GPU_HORIZON = 30
+CPU_HORIZON = DEFAULT_MAX_ROUNDS["cpu"]
+GPU_HORIZON = DEFAULT_MAX_ROUNDS["cuda"]
 DEFAULT_POOL = Path(__file__).resolve().parent / "data" / "interleaved_pool.json"
 ARMS = ("a", "b", "c10", "c25")
 """Pool arms: two identical (A/A), the canary at +10 % and at +25 %."""
@@ -86,7 +88,7 @@ def simulated_cpu(rng: np.random.Generator, effect: float, rounds: int) -> np.nd
     load = np.exp(np.cumsum(rng.normal(0.0, 0.05, rounds)))
     sides = []
     for factor in (1.0, 1.0 + effect):
-        noise = rng.normal(0.0, 0.06, rounds)
+        noise = rng.normal(0.0, 0.09, rounds)
         noise += np.log(1.2) * (rng.random(rounds) < 0.10)
         stalls = rng.random(rounds) < 0.02
         noise[stalls] += np.log(rng.uniform(2.0, 10.0, stalls.sum()))
@@ -389,9 +391,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         "",
     ]
     simulated = [
-        ("(a) Simulated CPU (σ 6 % a side, slow mode, stalls, drifting load)", "cpu", CPU_HORIZON,
-         3.0),
-        ("(b) Simulated quiet GPU (σ 1 % a side)", "gpu", GPU_HORIZON, 12.0),
+        ("(a) Simulated CPU (σ 9 % a side, slow mode, stalls, drifting load; 1 s a round, as a "
+         "forked round of a 10 ms step costs here)", "cpu", CPU_HORIZON, 1.0),
+        ("(b) Simulated quiet GPU (σ 1 % a side; 12 s a round, two spawned CUDA workers on an "
+         "H200)", "gpu", GPU_HORIZON, 12.0),
     ]  # fmt: skip
     for title, source, horizon, seconds in simulated:
         results = evaluate(source, None, horizon, trials, args.seed, args.jobs)

@@ -21,6 +21,7 @@ from perfgate.config import Config
 from perfgate.distributed.launch import run_world
 from perfgate.errors import InfrastructureError, UsageError
 from perfgate.result import RunResult, RunSettings, write_result
+from perfgate.runner.forkserver import start_method
 from perfgate.runner.orchestrator import RunObserver, run_workloads
 from perfgate.runner.plan import PlannedWorkload, Selection, make_plan
 from perfgate.runner.source import collect_source
@@ -151,7 +152,11 @@ def run_fingerprint(
     plan: Sequence[PlannedWorkload], settings: RunSettings, device: str
 ) -> dict[str, Any]:
     """The run's environment fingerprint, with its world size and backend when it has
-    distributed workloads (both are part of what a baseline is keyed by)."""
-    environment = collect_fingerprint(device, settings.threads)
+    distributed workloads (both are part of what a baseline is keyed by), and how its
+    single-process workers start (``fork`` server or ``spawn``: shown, never keyed)."""
+    environment = {
+        **collect_fingerprint(device, settings.threads),
+        "worker_start": start_method(os.environ),
+    }
     world = run_world(plan, settings.nproc_per_node, device)
     return with_world(environment, *world) if world else environment

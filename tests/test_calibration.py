@@ -38,6 +38,7 @@ from perfgate.calibration.model import (
 from perfgate.calibration.report import calibration_row, calibration_table
 from perfgate.calibration.store import latest_calibrations, save_calibrations
 from perfgate.cli import app
+from perfgate.compare.sequential import DEFAULT_MAX_ROUNDS
 from perfgate.config import load_config
 from perfgate.errors import ExitCode, UsageError
 from perfgate.result import (
@@ -437,7 +438,8 @@ def test_compare_explains_inconclusive_verdicts_with_the_stored_calibration(
     explained = notes()
     # The stored calibration also sets this workload's band (no threshold is configured): the
     # narrowest one identical code passes within the A/B budget, and the verdict says so.
-    band = min(max(narrowest_band(stored.between_sigma, sequential_design(80)), 0.01), 0.5)
+    horizon = DEFAULT_MAX_ROUNDS["cpu"]
+    band = min(max(narrowest_band(stored.between_sigma, sequential_design(horizon)), 0.01), 0.5)
     judged = comparison(baseline_repeats=2, head_repeats=2, threshold=band)
     assert explain_inconclusive(judged, stored) in explained
     assert any(note.startswith(f"threshold ±{band:.1%} from the calibration") for note in explained)

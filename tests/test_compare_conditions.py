@@ -7,27 +7,22 @@ import dataclasses
 import math
 import uuid
 
-import numpy as np
 import pytest
+from synthetic import synthetic_run
 
 from perfgate.compare.baseline_source import from_result
 from perfgate.compare.conditions import condition_blocks, differing_conditions
-from perfgate.compare.gate import compare_runs, comparison_seed
+from perfgate.compare.gate import CompareVerdict, compare_runs, comparison_seed
 from perfgate.compare.sequential import SequentialJudge, judge_interleaved
 from perfgate.result import (
     RepeatConditions,
-    RepeatResult,
     RunResult,
-    RunSettings,
-    SourceInfo,
-    WorkloadResult,
-    WorkloadSummary,
 )
 from perfgate.runner.conditions import repeat_conditions
 from perfgate.runner.interleave import ArmRounds
+from perfgate.stats.compare import MetricComparison
 from perfgate.thresholds import Thresholds
 
-ENVIRONMENT = {"device": "cpu", "torch": {"version": "2.13.0"}, "cpu": {"model": "x"}}
 QUIET = RepeatConditions(samples=2, runqueue_wait_share=0.01, other_cpu_cores=0.05)
 BUSY = RepeatConditions(samples=2, runqueue_wait_share=0.35, other_cpu_cores=1.6)
 
@@ -41,56 +36,12 @@ def run(
     repeats: int = 8,
     noise: float = 0.01,
 ) -> RunResult:
-    rng = np.random.default_rng(seed)
-    workload = WorkloadResult(
-        name="mlp",
-        version=1,
-        kind="builtin",
-        factory="perfgate.workloads.mlp:build",
-        preset="smoke",
-        definition_hash="a" * 64,
-        knobs={},
-        params={},
-        device="cpu",
-        status="ok",
-        samples_per_step=64,
-        repeats=[
-            RepeatResult(
-                index=i,
-                status="ok",
-                timer="perf_counter",
-                step_times_s=[float(v) for v in level * (1 + noise * rng.standard_normal(6))],
-                losses=[2.0],
-                peak_memory={"rss_bytes": 300_000_000},
-                conditions=conditions,
-            )
-            for i in range(repeats)
-        ],
-        summary=WorkloadSummary(ok_repeats=repeats, median_step_s=level, final_loss=2.0),
-    )
-    return RunResult(
-        run_id=str(uuid.UUID(int=seed + 1)),
-        perfgate_version="0.1.0",
-        started_at="2026-12-01T18:00:00+00:00",
-        finished_at="2026-12-01T18:01:00+00:00",
-        suite="smoke",
-        device="cpu",
-        settings=RunSettings(
-            repeats=repeats,
-            steps=6,
-            warmup=1,
-            timeout_s=60,
-            threads=1,
-            seed=0,
-            inject_slowdown=canary,
-        ),
-        source=SourceInfo(),
-        environment=ENVIRONMENT,
-        workloads=[workload],
+    return synthetic_run(
+        level, seed, conditions=conditions, canary=canary, repeats=repeats, noise=noise
     )
 
 
-def step(verdict) -> object:  # type: ignore[no-untyped-def]
+def step(verdict: CompareVerdict) -> MetricComparison:
     (comparison,) = [c for c in verdict.workloads[0].comparisons if c.metric == "step_time_s"]
     return comparison
 

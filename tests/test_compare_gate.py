@@ -3,74 +3,25 @@
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 
-import numpy as np
 import pytest
+from synthetic import ENVIRONMENT, synthetic_run
 
 from perfgate.compare.baseline_source import from_result
 from perfgate.compare.document import verdict_document
 from perfgate.compare.gate import compare_runs
 from perfgate.errors import ExitCode, InfrastructureError, UsageError
 from perfgate.result import (
-    RepeatResult,
     RunResult,
-    RunSettings,
-    SourceInfo,
-    WorkloadResult,
-    WorkloadSummary,
     write_result,
 )
-
-ENVIRONMENT = {"device": "cpu", "torch": {"version": "2.13.0"}, "cpu": {"model": "x"}}
 
 
 def run(
     level: float, seed: int, *, loss: float = 2.0, env: dict | None = None, status: str = "ok"
 ) -> RunResult:  # type: ignore[type-arg]
-    rng = np.random.default_rng(seed)
-    repeats = [
-        RepeatResult(
-            index=i,
-            status="ok",
-            timer="perf_counter",
-            step_times_s=[float(v) for v in level * (1 + 0.01 * rng.standard_normal(6))],
-            losses=[loss],
-            peak_memory={"rss_bytes": 300_000_000},
-        )
-        for i in range(6)
-    ]
-    workload = WorkloadResult(
-        name="mlp",
-        version=1,
-        kind="builtin",
-        factory="perfgate.workloads.mlp:build",
-        preset="smoke",
-        definition_hash="a" * 64,
-        knobs={},
-        params={},
-        device="cpu",
-        status=status,
-        error=None if status == "ok" else "boom",
-        samples_per_step=64,  # type: ignore[arg-type]
-        repeats=repeats,
-        summary=WorkloadSummary(
-            ok_repeats=6, median_step_s=level, final_loss=loss, mfu_reason="CPU"
-        ),
-    )
-    return RunResult(
-        run_id=str(uuid.UUID(int=seed + 1)),
-        perfgate_version="0.1.0",
-        started_at="2026-11-29T18:00:00+00:00",
-        finished_at="2026-11-29T18:01:00+00:00",
-        suite="smoke",
-        device="cpu",
-        settings=RunSettings(repeats=6, steps=6, warmup=1, timeout_s=60, threads=2, seed=0),
-        source=SourceInfo(),
-        environment=env or ENVIRONMENT,
-        workloads=[workload],
-    )
+    return synthetic_run(level, seed, loss=loss, env=env, status=status)
 
 
 def judge(base: RunResult, head: RunResult, **kwargs: bool):  # type: ignore[no-untyped-def]

@@ -51,11 +51,14 @@ from perfgate.stats.sequential import (
 )
 from perfgate.thresholds import Thresholds
 
-DEFAULT_MAX_ROUNDS = {"cpu": 80, "cuda": 30}
+DEFAULT_MAX_ROUNDS = {"cpu": 200, "cuda": 40}
 """The horizon of the sequential design: at most this many rounds a workload. On the 2-core CI
-CPU the paired noise of a round is about 7–11 % (log ratio of two back-to-back processes), so
-telling +10 % from a 5 % band takes ~40 rounds (simulated: 96 % caught within 80); a GPU step
-is quieter (paired noise ~1 %) and a fresh CUDA worker dearer (about 11 s on an H200)."""
+CPU the paired noise of a round (log ratio of two back-to-back processes) is 12–18 % — memory
+layout and the neighbours move a process's median step by ±10 % — so telling +10 % from a 5 %
+band takes about 80 rounds (simulated at 15 %: 99 % caught within 200, median 83 rounds; +25 %
+decided in a median 18; A/A no change in a median 103), affordable because a forked round costs
+about a second. A GPU step is quieter (paired noise ~1 %: decided within a few rounds) and a
+fresh CUDA worker dearer."""
 DEFAULT_BUDGET_S = {"cpu": 900.0, "cuda": 900.0}
 """Wall-time budget of one A/B (all workloads): the job's patience, not the statistics'."""
 

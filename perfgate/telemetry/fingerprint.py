@@ -310,9 +310,11 @@ NOTED_FIELDS: tuple[tuple[str, Callable[[Mapping[str, Any]], Any]], ...] = (
     ("NCCL", lambda fp: _get(fp, "distributed", "nccl_version")),
     ("NVLink", lambda fp: _get(fp, "distributed", "nvlink")),
     ("NVLink links", lambda fp: _get(fp, "distributed", "nvlink_active_links")),
+    ("worker start", lambda fp: fp.get("worker_start")),
 )
 """Fields worth showing when they differ that do not stop a comparison (``fingerprint_notes``):
-the NCCL version follows the torch build, NVLink the GPU model and count, which the key holds."""
+the NCCL version follows the torch build, NVLink the GPU model and count, which the key holds;
+a forked or spawned worker measures the same steps (``benchmarks/startup.md``)."""
 
 
 def comparability_fields(fp: Mapping[str, Any]) -> dict[str, Any]:
