@@ -19,7 +19,7 @@ written to ``--out`` (JSON) and summarised on stdout.
 Usage::
 
     python benchmarks/busy_runner_trials.py [--tries 20] [--hogs 1] [--hog-on 20 --hog-off 20]
-        [--out benchmarks/busy_runner_trials.json] [--skip-ab] [--skip-stored]
+        [--out busy_runner_trials.json] [--parts canary,aa,stored] [--stored-tries 3]
 """
 
 from __future__ import annotations
@@ -199,20 +199,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--hog-on", type=float, default=20.0)
     parser.add_argument("--hog-off", type=float, default=20.0)
     parser.add_argument("--out", type=Path, default=Path("busy_runner_trials.json"))
-    parser.add_argument("--skip-ab", action="store_true")
-    parser.add_argument("--skip-stored", action="store_true")
+    parser.add_argument(
+        "--parts", default="canary,aa,stored", help="which trials, comma-separated (all three)"
+    )
     args = parser.parse_args(argv)
+    parts = set(args.parts.split(","))
     repo = scratch_repository()
     report: dict[str, Any] = {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "load_before": os.getloadavg()},
         "neighbour": {"hogs": args.hogs, "on_s": args.hog_on, "off_s": args.hog_off},
     }
-    if not args.skip_ab:
+    if parts & {"canary", "aa"}:
         with Neighbour(args.hogs, args.hog_on, args.hog_off):
-            report["canary_25"] = ab_tries(repo, args.tries, "25%")
-            report["a_a"] = ab_tries(repo, args.tries, None)
-    if not args.skip_stored:
+            if "canary" in parts:
+                report["canary_25"] = ab_tries(repo, args.tries, "25%")
+                args.out.write_text(json.dumps(report, indent=1) + "\n")
+            if "aa" in parts:
+                report["a_a"] = ab_tries(repo, args.tries, None)
+                args.out.write_text(json.dumps(report, indent=1) + "\n")
+    if "stored" in parts:
         with Neighbour(0, 0, 0) as neighbour:
             neighbour.hogs = max(args.hogs, 1)
             report["stored"] = stored_tries(repo, neighbour, args.stored_tries)

@@ -312,7 +312,7 @@ def _corrected(verdicts: list[WorkloadVerdict]) -> list[WorkloadVerdict]:
     """Benjamini–Hochberg over every tested metric of every workload, then absolute
     tolerances; a derived metric takes the verdict of the metric it comes from."""
     tested = [c for v in verdicts for c in v.comparisons if c.derived_from is None]
-    corrected = iter(_apply_tolerances(correct(tested)))
+    corrected = iter(apply_tolerances(correct(tested)))
     result = []
     for verdict in verdicts:
         own = [next(corrected) for c in verdict.comparisons if c.derived_from is None]
@@ -340,7 +340,8 @@ def with_derived_verdicts(
     return [*tested, *shown]
 
 
-def _apply_tolerances(comparisons: list[MetricComparison]) -> list[MetricComparison]:
+def apply_tolerances(comparisons: list[MetricComparison]) -> list[MetricComparison]:
+    """A change within the metric's absolute tolerance (peak memory: 16 MiB) is no change."""
     adjusted = []
     for comparison in comparisons:
         tolerance = METRICS[comparison.metric].absolute_tolerance

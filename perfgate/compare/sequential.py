@@ -30,6 +30,8 @@ from perfgate.compare.baseline_source import throttled_share
 from perfgate.compare.gate import (
     CompareVerdict,
     WorkloadVerdict,
+    apply_tolerances,
+    comparison_seed,
     distributed_notes,
     losses_match,
     metric_plan,
@@ -153,9 +155,15 @@ def judge_interleaved(
     base_by_name = {w.name: w for w in base.workloads}
     pairs = [(base_by_name[w.name], w) for w in head.workloads if w.name in base_by_name]
     design = design_for(len(pairs), max_rounds)
-    verdicts = [_judge_workload(b, h, thresholds, design) for b, h in pairs]
-    # Peak memory (the independent metrics) corrected together, Benjamini–Hochberg.
-    fixed = iter(correct([c for v in verdicts for c in v.comparisons if c.method == "bootstrap"]))
+    identities = (base.run_id, head.run_id)
+    verdicts = [_judge_workload(b, h, thresholds, design, identities) for b, h in pairs]
+    # Peak memory (the independent metrics) corrected together, Benjamini–Hochberg, then the
+    # absolute tolerance, as for a stored baseline.
+    fixed = iter(
+        apply_tolerances(
+            correct([c for v in verdicts for c in v.comparisons if c.method == "bootstrap"])
+        )
+    )
     verdicts = [
         replace(
             v,
@@ -175,7 +183,11 @@ def judge_interleaved(
 
 
 def _judge_workload(
-    base: WorkloadResult, head: WorkloadResult, thresholds: Thresholds, design: SequentialDesign
+    base: WorkloadResult,
+    head: WorkloadResult,
+    thresholds: Thresholds,
+    design: SequentialDesign,
+    identities: tuple[str, str],
 ) -> WorkloadVerdict:
     notes = distributed_notes(head)
     if base.definition_hash != head.definition_hash:
@@ -207,7 +219,7 @@ def _judge_workload(
                     head_metrics[metric],
                     direction=METRICS[metric].direction,
                     threshold=threshold,
-                    seed=0,
+                    seed=comparison_seed(*identities, head.name, metric),
                 )
             )
     if primary is not None:
