@@ -173,7 +173,7 @@ def demo_report(directory: Path) -> str:
     store_run(url, head, directory)
     histories = load_histories(url, directory, [head], max_runs=100)
     verdict = verdict_document(
-        compare_runs(head, from_database(url, directory, head, "main"), seed=0), "exit4"
+        compare_runs(head, from_database(url, directory, head, "main")), "exit4"
     )
     advice = json.loads((H200 / "advice-inefficient.json").read_text(encoding="utf-8"))
     page = build_page(

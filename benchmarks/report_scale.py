@@ -268,9 +268,7 @@ def build_inputs(seed: int = 0) -> ReportInputs:
         started_at=head_started,
         factors={**SLOWER, **FASTER},
     )
-    verdict = verdict_document(
-        compare_runs(head, from_result(baseline, "baseline.json"), seed=seed), "exit4"
-    )
+    verdict = verdict_document(compare_runs(head, from_result(baseline, "baseline.json")), "exit4")
     baseline_steps = {
         w["name"]: c["baseline_median"]
         for w in verdict["workloads"]

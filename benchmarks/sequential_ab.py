@@ -49,6 +49,7 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -136,8 +137,8 @@ def sequential(rounds: np.ndarray, horizon: int) -> tuple[str, int]:
 def fixed(rounds: np.ndarray, n: int, seed: int) -> str:
     comparison = compare_metric(
         "step_time_s",
-        rounds[0, :n],
-        rounds[1, :n],
+        rounds[0, :n].tolist(),
+        rounds[1, :n].tolist(),
         direction="lower",
         threshold=THRESHOLD,
         seed=seed,
@@ -246,7 +247,7 @@ def stored_baseline_under_a_load_step(pool: dict[str, object]) -> list[str]:
         "| baseline | head | head/base step time | conditions check | verdict |",
         "|---|---|---|---|---|",
     ]
-    for case in step["cases"]:  # type: ignore[index]
+    for case in step["cases"]:
         base, head = case["base"], case["head"]
         comparison = correct(
             [
@@ -359,9 +360,7 @@ def record(rounds: int, project: Path, out: Path, threads: int | None) -> None:
     print(f"pool written to {out}")
 
 
-def _hog() -> object:
-    import subprocess
-
+def _hog() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 

@@ -59,27 +59,18 @@ def test_bad_slowdown_on_the_command_line_exits_2(tmp_path: Path, perfgate_cli) 
 
 
 @pytest.mark.slow
-def test_canary_run_is_slowed_and_marked(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("clock", ["real", "virtual"])
+def test_canary_run_is_slowed_and_marked(tmp_path: Path, perfgate_cli, clock: str) -> None:  # type: ignore[no-untyped-def]
+    """On real time the injected cost is sized from the warm-up and marked in the document; on
+    the deterministic step clock (its noise off) the steady steps are then exactly 1.5× the
+    reference. A real-time ratio is not asserted: under a neighbour's load the warm-up steps
+    can be slower than the steady ones, which says nothing about the injection."""
     out = tmp_path / "canary.json"
+    env = {"PERFGATE_TEST_STEP_CLOCK": "virtual:between=0,within=0"} if clock == "virtual" else {}
     completed = perfgate_cli(
-        "run",
-        "-w",
-        "mlp",
-        "--device",
-        "cpu",
-        "--repeats",
-        "2",
-        "--steps",
-        "6",
-        "--warmup",
-        "3",
-        "--inject-slowdown",
-        "50%",
-        "--no-store",
-        "--out",
-        str(out),
-        cwd=tmp_path,
-    )
+        "run", "-w", "mlp", "--device", "cpu", "--repeats", "2", "--steps", "6", "--warmup", "3",
+        "--inject-slowdown", "50%", "--no-store", "--out", str(out), cwd=tmp_path, env=env,
+    )  # fmt: skip
     assert completed.returncode == ExitCode.OK, completed.stdout + completed.stderr
     assert "canary run: +50% injected per step" in completed.stdout
     assert json.loads(out.read_text())["settings"]["inject_slowdown"] == 0.5
@@ -87,16 +78,14 @@ def test_canary_run_is_slowed_and_marked(tmp_path: Path, perfgate_cli) -> None: 
     assert result.settings.inject_slowdown == 0.5
     (workload,) = result.workloads
     assert workload.status == "ok"
-    ratios = []
     for repeat in workload.repeats:
         assert len(repeat.step_times_s) == 6 and len(repeat.warmup_times_s) == 3
         reference = reference_step_s(repeat.warmup_times_s)
         assert repeat.injected_s_per_step is not None and repeat.injected_s_per_step > 0
         assert repeat.injected_s_per_step == pytest.approx(0.5 * reference)
-        ratios.append(statistics.median(repeat.step_times_s[repeat.steady_start :]) / reference)
-    # +50% should show as about 1.5x; warm-up steps are often slower than steady ones and this
-    # CPU is shared, so only the cleaner repeat must clear a generous bound.
-    assert max(ratios) >= 1.25, ratios
+        if clock == "virtual":
+            steady = statistics.median(repeat.step_times_s[repeat.steady_start :])
+            assert steady == pytest.approx(1.5 * reference)
 
 
 def test_history_skips_canary_runs(tmp_path: Path) -> None:

@@ -168,8 +168,23 @@ def _kill_tree(process: subprocess.Popen[bytes] | ForkedWorker) -> None:
     for child in descendants:
         with contextlib.suppress(psutil.Error):
             child.kill()
-    with contextlib.suppress(ForkServerLost):
+    try:
         process.wait()
+    except ForkServerLost:
+        _wait_until_gone(process.pid)
+
+
+ORPHAN_WAIT_S = 30.0
+"""How long to wait for a killed worker whose fork server died (init, not us, reaps it): a
+SIGKILL is final, but on a loaded machine the exit can take a moment to be seen."""
+
+
+def _wait_until_gone(pid: int) -> None:
+    """Wait for a killed process that is not our child to be gone (reaped by init)."""
+    import psutil
+
+    with contextlib.suppress(psutil.Error):
+        psutil.Process(pid).wait(timeout=ORPHAN_WAIT_S)
 
 
 def _rank_exit_code(launcher_code: int | None, document: dict[str, Any]) -> int | None:
