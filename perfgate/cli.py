@@ -1,11 +1,15 @@
 """The ``perfgate`` command line: parse, call the library, print, exit. Nothing else.
 
 Exit codes (stable, documented in the README): 0 pass · 1 regression · 2 usage or config error ·
-3 infrastructure error (a workload crashed, the database is unreachable) · 4 inconclusive.
+3 infrastructure error (a workload crashed, the database is unreachable) · 4 inconclusive ·
+5 internal error (a perfgate bug; its traceback goes to a log file, ``cli_console.fail``) ·
+128 + N stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP; every worker killed first).
 """
 
 from __future__ import annotations
 
+import io
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,18 +19,21 @@ from perfgate.cli_advise import advise_command
 from perfgate.cli_baseline import baseline_app
 from perfgate.cli_calibrate import calibrate
 from perfgate.cli_compare import compare
-from perfgate.cli_console import console, errors, guarded, say
+from perfgate.cli_console import GuardedGroup, console, errors, guarded, say
 from perfgate.cli_diagnose import diagnose_command
+from perfgate.cli_gate import gate
 from perfgate.cli_report import report_command
 from perfgate.cli_rules import rules_app
-from perfgate.config import load_config
+from perfgate.config import check_seconds, load_config
 from perfgate.errors import ExitCode
+from perfgate.report.terminal import PlainTable
 
 if TYPE_CHECKING:
     from perfgate.run import RunOutcome
     from perfgate.runner.plan import Selection
 
 app = typer.Typer(
+    cls=GuardedGroup,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -77,6 +84,8 @@ def run(
     slowdown = (
         guarded(lambda: parse_slowdown(inject_slowdown)) if inject_slowdown is not None else None
     )
+    if timeout is not None:
+        guarded(lambda: check_seconds("--timeout", timeout, "give seconds, e.g. --timeout 600"))
 
     selection = Selection(
         suite=suite,
@@ -191,7 +200,7 @@ def doctor(
 ) -> None:
     """What this machine can measure (GPU, NVML, clocks, torch build) and what it can't;
     with --peak, its measured ceilings."""
-    from rich.table import Table
+    from rich.text import Text
 
     from perfgate.doctor import diagnose_machine
 
@@ -199,12 +208,16 @@ def doctor(
         _doctor_peak(device, threads, json_out, config)
         return
     settings = guarded(lambda: load_config(config))
-    table = Table(title="perfgate doctor", title_justify="left")
+    table = PlainTable(title="perfgate doctor", title_justify="left")
     table.add_column("capability")
     table.add_column("status")
     table.add_column("detail")
+    mark = {
+        True: Text("yes", style="green"),
+        False: Text("no", style="red"),
+        None: Text("n/a", style="yellow"),
+    }
     for capability in diagnose_machine(settings.root, threads or settings.threads):
-        mark = {True: "[green]yes[/green]", False: "[red]no[/red]", None: "[yellow]n/a[/yellow]"}
         table.add_row(capability.name, mark[capability.ok], capability.detail)
     console.print(table)
 
@@ -227,12 +240,10 @@ def _doctor_peak(
 @app.command()
 def workloads(config: Path | None = CONFIG_OPTION) -> None:
     """List the workloads (built-in and configured), their presets and knobs."""
-    from rich.table import Table
-
     from perfgate.runner.plan import available_workloads
 
     definitions = guarded(lambda: available_workloads(load_config(config)))
-    table = Table(title="workloads", title_justify="left")
+    table = PlainTable(title="workloads", title_justify="left")
     for header in ("name", "kind", "presets", "knobs (default)", "description"):
         table.add_column(header)
     for name, definition in sorted(definitions.items()):
@@ -279,9 +290,11 @@ def merge(
     """Merge the shard documents of one run into one result document (for compare and store)."""
 
     def action() -> str:
+        from perfgate.files import check_output_path
         from perfgate.merge import merge_shards
         from perfgate.result import load_result, write_result
 
+        check_output_path(out, "--out")
         merged = merge_shards([load_result(path) for path in shards])
         write_result(out, merged)
         return f"merged {len(shards)} shards ({len(merged.workloads)} workloads): {out}"
@@ -296,6 +309,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(baseline_app, name="baseline")
 app.add_typer(rules_app, name="rules")
 app.command("compare")(compare)
+app.command("gate")(gate)
 app.command("advise")(advise_command)
 app.command("diagnose")(diagnose_command)
 app.command("calibrate")(calibrate)
@@ -328,9 +342,18 @@ def db_prune(
     say(guarded(lambda: _db_prune(keep_days, config)))
 
 
+MAX_KEEP_DAYS = 100 * 366
+"""A century: a longer ``--keep-days`` is a typo (and overflows a date)."""
+
+
 def _db_prune(keep_days: int, config_path: Path | None) -> str:
+    from perfgate.errors import UsageError
     from perfgate.store.maintenance import prune_samples
 
+    if keep_days > MAX_KEEP_DAYS:
+        raise UsageError(
+            f"--keep-days {keep_days} is more than a century", "pass the days of raw data to keep"
+        )
     config = load_config(config_path)
     outcome = prune_samples(config.database_url, config.root, keep_days)
     return (
@@ -340,8 +363,23 @@ def _db_prune(keep_days: int, config_path: Path | None) -> str:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app(prog_name="perfgate")
+    """Console-script entry point.
+
+    A stop signal (a cancelled CI job's SIGTERM, a Ctrl-C) kills every worker and fork server
+    before anything else, then ends the command with one line and ``128 + N``, never 0 or 1: an
+    interrupted gate neither passed nor found a regression (``perfgate.runner.lifetime``).
+    """
+    from perfgate.runner.lifetime import Interrupted, stop_on_signals
+
+    for stream in (sys.stdout, sys.stderr):  # a path that is not UTF-8 prints escaped
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+    stop_on_signals()
+    try:
+        app(prog_name="perfgate")
+    except Interrupted as stopped:
+        say(f"{stopped}: every worker it started was killed", to=errors)
+        sys.exit(stopped.exit_code)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
+from perfgate.report.terminal import PlainTable
+
 if TYPE_CHECKING:
     from perfgate.advise.session import WorkloadAdvice
 
@@ -34,6 +36,7 @@ def advise_command(
 ) -> None:
     """Profile each workload, rank the rules' advice by estimated saving, optionally prove it."""
     from perfgate.cli_console import console, errors, guarded, say
+    from perfgate.errors import UsageError
     from perfgate.runner.plan import Selection
 
     selection = Selection(
@@ -51,11 +54,16 @@ def advise_command(
         from perfgate.advise.session import advice_document, advise_workloads
         from perfgate.cli_rules import rule_folders
         from perfgate.config import load_config
+        from perfgate.files import check_writable
         from perfgate.result import write_json_atomic
         from perfgate.run import resolve_device
 
         settings = load_config(config)
         chosen = resolve_device(device or settings.device)
+        if json_out is not None:
+            check_writable(json_out, "--json")  # before the profiling, not after
+        if trace_dir is not None and trace_dir.exists() and not trace_dir.is_dir():
+            raise UsageError(f"--trace-dir {trace_dir} is not a folder", "give a folder path")
         results = advise_workloads(
             settings,
             selection,
@@ -68,7 +76,7 @@ def advise_command(
             only_rules=rule,
         )
         if json_out is not None:
-            write_json_atomic(json_out, advice_document(results, chosen))
+            write_json_atomic(json_out, advice_document(results, chosen), option="--json")
         return results, chosen
 
     results, _ = guarded(action)
@@ -91,7 +99,7 @@ def advise_command(
 def advice_table(result: WorkloadAdvice) -> Table:
     """Ranked advice of one workload with the evidence behind each and, if run, the proof."""
     bound = f" · {result.diagnosis.label}" if result.diagnosis is not None else ""
-    table = Table(
+    table = PlainTable(
         title=f"perfgate advise · {result.name}@{result.preset}{bound} · "
         f"{len(result.advice)} advice",
         title_justify="left",

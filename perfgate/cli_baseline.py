@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from perfgate.config import Config, load_config
+from perfgate.report.terminal import PlainTable
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -50,7 +51,7 @@ def refresh(
         settings = load_config(config)
         policy = RefreshPolicy(window=window, min_segment=min_segment, min_runs=min_runs)
         outcomes = refresh_baselines(_engine(settings), branch, policy)
-        table = Table(title=f"baseline refresh · {branch}", title_justify="left")
+        table = PlainTable(title=f"baseline refresh · {branch}", title_justify="left")
         for header in ("workload", "suite", "key", "runs", "change points", "action", "why"):
             table.add_column(header)
         for outcome in outcomes:
@@ -86,7 +87,7 @@ def show(
         settings = load_config(config)
         with Session(_engine(settings)) as session:
             rows = list_baselines(session, branch=branch, include_retired=all_)
-        table = Table(title="baselines", title_justify="left")
+        table = PlainTable(title="baselines", title_justify="left")
         for header in (
             "workload",
             "suite",
@@ -132,8 +133,12 @@ def export(
     from perfgate.cli_console import guarded, say
 
     def action() -> tuple[list[Path], list[Path]]:
+        from perfgate.errors import UsageError
+
         settings = load_config(config)
         target = out_dir if out_dir.is_absolute() else settings.root / out_dir
+        if target.exists() and not target.is_dir():
+            raise UsageError(f"--out-dir {target} is not a folder", "give a folder path")
         return export_baselines(_engine(settings), branch, target, allow_empty=allow_empty)
 
     written, removed = guarded(action)

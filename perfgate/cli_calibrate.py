@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from perfgate.config import Config, load_config
+from perfgate.config import Config, check_seconds, load_config
 from perfgate.runner.plan import Selection
 
 if TYPE_CHECKING:
@@ -43,6 +43,8 @@ def calibrate(
     from perfgate.result import write_json_atomic
 
     goal = guarded(lambda: parse_target(target))
+    if timeout is not None:
+        guarded(lambda: check_seconds("--timeout", timeout, "give seconds, e.g. --timeout 600"))
     selection = Selection(
         suite=suite,
         workloads=workload,
@@ -62,7 +64,8 @@ def calibrate(
         for line in LEGEND:
             say(line)
     if json_out is not None:
-        guarded(lambda: write_json_atomic(json_out, calibration_document(calibrations)))
+        document = calibration_document(calibrations)
+        guarded(lambda: write_json_atomic(json_out, document, option="--json"))
         say(f"calibration: {json_out}")
     if calibrations and not no_store:
         say(f"stored in {guarded(lambda: _store(loaded, measured))}")
@@ -85,10 +88,11 @@ def _measure(
     from perfgate.calibration.measure import measure_calibrations
     from perfgate.cli_console import console
     from perfgate.cli_progress import RunProgress
+    from perfgate.files import check_writable
 
     config = load_config(config_path)
     if json_out is not None:
-        _check_writable(json_out)
+        check_writable(json_out, "--json")  # before minutes of measuring, not after
     with RunProgress(console) as progress:
         measured = measure_calibrations(
             config,
@@ -99,20 +103,6 @@ def _measure(
             observer=progress,
         )
     return config, measured
-
-
-def _check_writable(path: Path) -> None:
-    """Fail before minutes of measuring, not after, when ``--json`` could not be written."""
-    from perfgate.errors import UsageError
-    from perfgate.run import check_writable
-
-    try:
-        check_writable(path)
-    except UsageError as exc:
-        raise UsageError(
-            exc.problem.replace("--out", "--json").replace("the result", "the calibration"),
-            "choose a writable --json path",
-        ) from None
 
 
 def _store(config: Config, measured: CalibrationRun) -> str:

@@ -58,8 +58,11 @@ def diagnose_command(
     def action() -> list[tuple[Path, list[WorkloadDiagnosis]]]:
         from perfgate.config import load_config
         from perfgate.diagnose.session import diagnose_result
+        from perfgate.files import check_writable
         from perfgate.result import load_result
 
+        if json_out is not None:
+            check_writable(json_out, "--json")  # before the measuring, not after
         if results:
             return [(path, diagnose_result(load_result(path))) for path in results]
         settings = load_config(config)
@@ -74,9 +77,8 @@ def diagnose_command(
         from perfgate.result import write_json_atomic
 
         documents = [diagnosis_document(items, path) for path, items in diagnosed]
-        guarded(
-            lambda: write_json_atomic(json_out, documents[0] if len(documents) == 1 else documents)
-        )
+        document = documents[0] if len(documents) == 1 else documents
+        guarded(lambda: write_json_atomic(json_out, document, option="--json"))
         say(f"diagnosis: {json_out}")
 
 
@@ -109,15 +111,18 @@ def measure_and_diagnose(
 
 def diagnosis_table(path: Path, items: list[WorkloadDiagnosis]) -> Table:
     """One row per workload: what bounds it, how sure, and why (with the numbers)."""
-    from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"perfgate diagnose · {path}", title_justify="left")
+    from perfgate.report.terminal import PlainTable
+
+    table = PlainTable(title=f"perfgate diagnose · {path}", title_justify="left")
     for header in ("workload", "bound by", "confidence", "why"):
         table.add_column(header)
     for item in items:
         found = item.diagnosis
         if found is None:
-            table.add_row(item.name, f"[red]{item.status}[/red]", "", (item.error or "")[:120])
+            status = Text(item.status, style="red")
+            table.add_row(item.name, status, "", (item.error or "")[:120])
             continue
         source = "" if item.profiled else " (from the timed run only)"
         table.add_row(item.name, found.label, found.confidence, found.reason + source)

@@ -24,11 +24,12 @@ if TYPE_CHECKING:
 
 class _Bars:
     """A rich progress display that starts and stops with a ``with`` block; one bar per
-    workload, counting ``unit`` (repeats for a run, rounds for an A/B)."""
+    workload, counting ``unit`` (repeats for a run, rounds for an A/B). Descriptions are
+    literal text: a workload named ``[/x]`` is shown as it is (``perfgate.cli_console``)."""
 
     def __init__(self, console: Console, unit: str) -> None:
         self._progress = Progress(
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn(unit),
@@ -48,7 +49,8 @@ class _Bars:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        self._progress.stop()
+        if self._progress.live.is_started:  # a display never started prints nothing at its end
+            self._progress.stop()
 
 
 class RunProgress(_Bars):
@@ -64,9 +66,7 @@ class RunProgress(_Bars):
     def repeat_finished(self, planned: PlannedWorkload, index: int, status: str) -> None:
         task = self._tasks[planned.definition.name]
         if status != "ok":
-            self._progress.update(
-                task, description=f"{planned.definition.name} [red]{status}[/red]"
-            )
+            self._progress.update(task, description=f"{planned.definition.name} {status}")
         self._progress.advance(task)
 
     def workload_finished(self, result: WorkloadResult) -> None:

@@ -17,7 +17,7 @@ def report_command(
         [], help="advice documents (perfgate advise --json); <result>.advice.json is found alone"
     ),
     history: bool = typer.Option(True, help="draw the stored history when the database exists"),
-    history_runs: int = typer.Option(100, min=1, help="runs of history per workload"),
+    history_runs: int = typer.Option(100, min=1, max=100_000, help="runs of history per workload"),
     branch: str | None = typer.Option(None, help="history branch (default: the run's branch)"),
     out: Path = typer.Option(DEFAULT_REPORT, "--out", "-o", help="the HTML file to write"),
     config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
@@ -26,18 +26,21 @@ def report_command(
     from perfgate.cli_console import guarded, say
 
     def action() -> tuple[Path, str]:
-        from perfgate.compare.document import VERDICT_SCHEMA
+        from perfgate.compare.document import VERDICT_SCHEMA, verdict_from_document
         from perfgate.config import load_config
+        from perfgate.files import check_output_path
         from perfgate.report.documents import advice_beside, read_document
         from perfgate.report.html_report import stored_histories, write_report
         from perfgate.result import load_result
         from perfgate.run import utc_now
 
+        check_output_path(out, "--out")  # before the reading and drawing, not after
         settings = load_config(config)
         heads = [load_result(path) for path in results]
         verdict_doc: dict[str, Any] | None = None
         if verdict is not None:
             verdict_doc = read_document(verdict, VERDICT_SCHEMA, "perfgate compare --json")
+            verdict_from_document(verdict_doc, str(verdict))  # every field the page reads
         histories, note = (
             stored_histories(settings.database_url, settings.root, heads, branch, history_runs)
             if history

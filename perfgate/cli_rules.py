@@ -18,6 +18,7 @@ from rich.table import Table
 from perfgate.advise.rules import Applies, Formula, KnobSetting, Rule
 from perfgate.config import Config
 from perfgate.errors import ExitCode, UsageError
+from perfgate.report.terminal import PlainTable
 
 rules_app = typer.Typer(
     no_args_is_help=True, help="The advisor's rule library: list the rules, lint rule files."
@@ -72,7 +73,7 @@ def rule_folders(config: Config) -> list[Path]:
 
 def rules_table(rules: list[Rule]) -> Table:
     """One row per rule, for the terminal."""
-    table = Table(title=f"{len(rules)} rules", title_justify="left")
+    table = PlainTable(title=f"{len(rules)} rules", title_justify="left")
     for header in ("id", "category", "applies", "confidence", "verify knobs"):
         table.add_column(header)
     for rule in rules:

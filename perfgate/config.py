@@ -7,6 +7,7 @@ the key, never a silently ignored setting.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Mapping
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import UsageError
+from perfgate.files import check_json_values, read_text
+from perfgate.names import check_name
 from perfgate.thresholds import Thresholds, parse_thresholds
 
 if sys.version_info >= (3, 11):
@@ -23,6 +26,9 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 DEFAULT_DATABASE_URL = "sqlite:///.perfgate/perfgate.db"
+MAX_SECONDS = 7 * 86_400.0
+"""The longest timeout or budget accepted: a week. More is a typo, and waits far longer
+(1e10 s) overflow the operating system's clock in the worker's timers."""
 ENVIRONMENT_OVERRIDES = {
     "PERFGATE_DATABASE_URL": "database_url",
     "PERFGATE_DEVICE": "device",
@@ -81,6 +87,9 @@ class Config:
     rule_paths: tuple[str, ...] = ()
     """Folders of extra advisor rule files (relative to the config file), read after the
     built-in ``rules/``."""
+    worker_env: tuple[str, ...] = ()
+    """Environment variables (names or ``fnmatch`` patterns) workers get beyond the built-in
+    allow-list (``perfgate.runner.environment``); secrets are never passed on."""
 
 
 _SCALARS: dict[str, type | tuple[type, ...]] = {
@@ -99,6 +108,19 @@ _SCALARS: dict[str, type | tuple[type, ...]] = {
 }
 
 
+def absolute_sqlite_url(url: str, root: Path) -> str:
+    """``url`` with a relative SQLite file path made absolute from ``root`` (other URLs as
+    given): where the database is no longer depends on which folder reads the URL. Pure text
+    (the store's engine parses URLs fully; a run without the database stays without it)."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        return url
+    path, query, options = url[len(prefix) :].partition("?")
+    if not path or path.startswith("/") or path == ":memory:" or path.startswith("file:"):
+        return url
+    return f"{prefix}{(root / path).resolve()}{query}{options}"
+
+
 def find_config_file(start: Path) -> Path | None:
     """The nearest perfgate.toml, or pyproject.toml with a [tool.perfgate] table, upwards."""
     for folder in (start, *start.parents):
@@ -106,7 +128,7 @@ def find_config_file(start: Path) -> Path | None:
         if candidate.is_file():
             return candidate
         candidate = folder / "pyproject.toml"
-        if candidate.is_file() and "perfgate" in _read_toml(candidate).get("tool", {}):
+        if candidate.is_file() and _perfgate_table(_read_toml(candidate), candidate) is not None:
             return candidate
     return None
 
@@ -114,23 +136,61 @@ def find_config_file(start: Path) -> Path | None:
 def load_config(path: Path | None = None, cwd: Path | None = None) -> Config:
     """Load and validate configuration; the embedded defaults when there is no file."""
     cwd = cwd or Path.cwd()
-    if path is not None and not path.is_file():
-        raise UsageError(f"config file {path} does not exist", "check the --config path")
     path = path or find_config_file(cwd)
     table: dict[str, Any] = {}
     if path is not None:
         document = _read_toml(path)
         # perfgate.toml holds the keys at its top level; pyproject.toml under [tool.perfgate].
-        table = document if path.name == "perfgate.toml" else document["tool"]["perfgate"]
+        found = document if path.name == "perfgate.toml" else _perfgate_table(document, path)
+        if found is None:
+            raise UsageError(
+                f"{path} has no [tool.perfgate] table",
+                "add one, or point --config at a perfgate.toml (keys at its top level)",
+            )
+        table = found
+        check_json_values(table, str(path), "fix the value in the configuration")
     root = path.parent if path is not None else cwd
     return _build(table, root, path, dict(os.environ))
 
 
+def check_seconds(name: str, value: float, fix: str) -> float:
+    """``value`` as a finite, positive number of seconds, at most ``MAX_SECONDS``: an infinite
+    or NaN timeout would be accepted by every comparison and crash only when the result is
+    written, after all the measuring."""
+    if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
+        raise UsageError(
+            f"{name} {value!r} is not a number of seconds in (0, {MAX_SECONDS:g}]", fix
+        )
+    return float(value)
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
+    fix = "fix the file (UTF-8 TOML)"
+    text = read_text(path, what="config file", fix=fix, path_fix="check the --config path")
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path} is not valid TOML ({exc})", "fix the syntax") from None
+    except RecursionError:
+        raise UsageError(f"{path} is nested too deeply to be a configuration", fix) from None
+
+
+def _perfgate_table(document: dict[str, Any], path: Path) -> dict[str, Any] | None:
+    """``[tool.perfgate]`` of a pyproject.toml; None when absent. ``tool = 1`` or
+    ``[tool] perfgate = 3`` is a usage error, not a crash of the lookup."""
+    tool = document.get("tool", {})
+    if not isinstance(tool, dict):
+        raise UsageError(
+            f"{path}: tool should be a table, got {type(tool).__name__} {tool!r}",
+            "make tool a TOML table ([tool.perfgate] …)",
+        )
+    table = tool.get("perfgate")
+    if table is not None and not isinstance(table, dict):
+        raise UsageError(
+            f"{path}: [tool.perfgate] should be a table, got {type(table).__name__} {table!r}",
+            "write the perfgate settings under a [tool.perfgate] table",
+        )
+    return table
 
 
 def _build(
@@ -148,23 +208,31 @@ def _build(
     for key, kind in _SCALARS.items():
         if key in table:
             values[key] = _check_type(origin, key, table[key], kind)
+    for key in ("timeout_s", "confirm_budget_s"):
+        if key in values:
+            check_seconds(f"{origin}: {key} =", values[key], "fix the value in [tool.perfgate]")
     for variable, key in ENVIRONMENT_OVERRIDES.items():
         if env.get(variable):
             values[key] = env[variable]
+    if "suite" in values:
+        check_name(values["suite"], "suite", origin)
     workloads = {
-        name: _user_workload(origin, name, spec)
+        check_name(name, "workload", origin): _user_workload(origin, name, spec)
         for name, spec in _table(origin, "workloads", table.get("workloads", {})).items()
     }
     suites = {
-        name: tuple(
-            _check_type(origin, f"suites.{name}[]", item, str)
+        check_name(name, "suite", origin): tuple(
+            _suite_member(origin, name, item)
             for item in _check_type(origin, f"suites.{name}", members, list)
         )
         for name, members in _table(origin, "suites", table.get("suites", {})).items()
     }
-    rule_paths = tuple(
-        _check_type(origin, "rule_paths[]", item, str)
-        for item in _check_type(origin, "rule_paths", table.get("rule_paths", []), list)
+    rule_paths, worker_env = (
+        tuple(
+            _check_type(origin, f"{key}[]", item, str)
+            for item in _check_type(origin, key, table.get(key, []), list)
+        )
+        for key in ("rule_paths", "worker_env")
     )
     thresholds = parse_thresholds(origin, _table(origin, "thresholds", table.get("thresholds", {})))
     if values.get("inconclusive", "exit4") not in ("exit4", "pass", "fail"):
@@ -177,9 +245,20 @@ def _build(
         workloads=workloads,
         suites=suites,
         rule_paths=rule_paths,
+        worker_env=worker_env,
         thresholds=thresholds,
         **values,
     )
+
+
+def _suite_member(origin: str, suite: str, item: Any) -> str:
+    """One ``NAME`` or ``NAME@preset`` entry of a suite, both parts valid names."""
+    entry = _check_type(origin, f"suites.{suite}[]", item, str)
+    name, at, preset = entry.partition("@")
+    check_name(name, f"workload in suite {suite}", origin)
+    if at:
+        check_name(preset, f"preset of {name} in suite {suite}", origin)
+    return str(entry)
 
 
 def _user_workload(origin: str, name: str, spec: Any) -> UserWorkloadConfig:
@@ -197,7 +276,9 @@ def _user_workload(origin: str, name: str, spec: Any) -> UserWorkloadConfig:
             'add factory = "module:function"',
         )
     presets = {
-        preset: _table(origin, f"workloads.{name}.presets.{preset}", params)
+        check_name(preset, f"preset of workload {name}", origin): _table(
+            origin, f"workloads.{name}.presets.{preset}", params
+        )
         for preset, params in _table(
             origin, f"workloads.{name}.presets", spec.get("presets", {"default": {}})
         ).items()

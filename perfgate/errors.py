@@ -2,7 +2,8 @@
 
 Library code raises these; only the CLI turns them into an exit code and a one-line message.
 A usage or configuration error must never be read as a regression, so each class carries its
-own code (see ``ExitCode``).
+own code (see ``ExitCode``); an exception that is none of these is a perfgate bug, and gets a
+code of its own too (``INTERNAL``, ``perfgate.cli_console``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ class ExitCode(IntEnum):
     USAGE = 2
     INFRASTRUCTURE = 3
     INCONCLUSIVE = 4
+    INTERNAL = 5
+    """A perfgate bug (an unexpected exception): its traceback is written to a log file."""
 
 
 class PerfgateError(Exception):

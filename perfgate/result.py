@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib import resources
@@ -31,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from perfgate.errors import InfrastructureError, UsageError
+from perfgate.files import read_json, write_text_atomic
 
 SCHEMA_NAME = "perfgate.result"
 SCHEMA_VERSION = 1
@@ -353,17 +352,84 @@ def validate_document(data: Any, origin: str = "result document") -> None:
 
 
 def load_result(path: Path) -> RunResult:
-    """Read and validate a result document from disk."""
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"result file {path} does not exist", "check the path") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(
-            f"{path} is not valid JSON ({exc})", "pass a file from perfgate run"
-        ) from None
+    """Read and validate a result document from disk: the schema, then the measurements
+    (:func:`check_measurements`). Every way the file can be wrong is a one-line UsageError."""
+    fix = "pass a file written by perfgate run"
+    data = read_json(path, what="result file", fix=fix)
     validate_document(data, origin=str(path))
+    check_measurements(data, origin=str(path))
     return result_from_dict(data)
+
+
+MAX_STEP_S = 86_400.0
+"""The longest duration a document may record for one step: a day. A longer one is not a
+measurement but a corrupt or hand-edited file (``1e308`` overflows the statistics)."""
+MAX_MEMORY_BYTES = 2**60
+"""The largest peak memory a document may record (an exbibyte)."""
+
+
+def check_measurements(data: dict[str, Any], origin: str) -> None:
+    """What the schema cannot say about a schema-valid document: every duration is positive
+    (a wait may be zero), at most ``MAX_STEP_S`` and at most the run's ``timeout_s`` (the repeat
+    would have been killed); memory peaks are non-negative and below ``MAX_MEMORY_BYTES``; an
+    ``ok`` repeat has a steady step; and an ``ok`` workload has an ``ok`` repeat, so a document
+    with nothing measured can never pass a comparison with an empty table.
+
+    NaN and infinity are refused before the schema, when the JSON is read
+    (:func:`perfgate.files.check_json_values`).
+    """
+    fix = "regenerate it with perfgate run"
+    if not data["workloads"]:
+        raise UsageError(f"{origin} holds no workloads", fix)
+    limit = min(MAX_STEP_S, data["settings"]["timeout_s"])
+
+    def seconds(where: str, value: float | None, *, zero_ok: bool = False) -> None:
+        if value is not None and not ((value >= 0 if zero_ok else value > 0) and value <= limit):
+            low = "[0" if zero_ok else "(0"
+            raise UsageError(
+                f"{origin}: {where} is {value!r} s, not in {low}, {limit:g}] "
+                "(no step outlasts the run's timeout, nor a day)",
+                fix,
+            )
+
+    def each_second(where: str, values: list[float], *, zero_ok: bool = False) -> None:
+        for index, value in enumerate(values):
+            seconds(f"{where}/{index}", value, zero_ok=zero_ok)
+
+    def size(where: str, value: int | None) -> None:
+        if value is not None and not 0 <= value <= MAX_MEMORY_BYTES:
+            raise UsageError(f"{origin}: {where} is {value!r} bytes", fix)
+
+    for w_index, workload in enumerate(data["workloads"]):
+        base = f"workloads/{w_index}"
+        ok_repeats = 0
+        for r_index, repeat in enumerate(workload["repeats"]):
+            where = f"{base}/repeats/{r_index}"
+            each_second(f"{where}/step_times_s", repeat["step_times_s"])
+            each_second(f"{where}/warmup_times_s", repeat["warmup_times_s"])
+            seconds(f"{where}/first_step_s", repeat["first_step_s"])
+            each_second(f"{where}/dataloader_wait_s", repeat["dataloader_wait_s"], zero_ok=True)
+            for key, value in repeat["peak_memory"].items():
+                size(f"{where}/peak_memory/{key}", value)
+            for k, rank in enumerate(repeat.get("ranks") or []):
+                each_second(f"{where}/ranks/{k}/step_times_s", rank["step_times_s"])
+                seconds(f"{where}/ranks/{k}/median_step_s", rank["median_step_s"])
+            if repeat["status"] == "ok":
+                if repeat["steady_start"] >= len(repeat["step_times_s"]):
+                    raise UsageError(
+                        f"{origin}: {where}/steady_start {repeat['steady_start']} leaves none "
+                        f"of its {len(repeat['step_times_s'])} steps",
+                        fix,
+                    )
+                ok_repeats += 1
+        summary = workload["summary"] or {}
+        seconds(f"{base}/summary/median_step_s", summary.get("median_step_s"))
+        each_second(f"{base}/summary/repeat_medians_s", summary.get("repeat_medians_s", []))
+        size(f"{base}/summary/peak_memory_bytes", summary.get("peak_memory_bytes"))
+        if workload["status"] == "ok" and not ok_repeats:
+            raise UsageError(
+                f"{origin}: workload {workload['name']!r} is ok but has no ok repeat", fix
+            )
 
 
 def result_from_dict(data: dict[str, Any]) -> RunResult:
@@ -416,52 +482,14 @@ def json_ready(value: Any) -> Any:
     return value
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON via a temporary file in the same folder, fsync, then rename.
+def write_json_atomic(path: Path, data: Any, *, option: str = "--out") -> None:
+    """Write ``data`` as strict JSON, atomically (:func:`perfgate.files.write_text_atomic`).
 
-    A reader (or a crash) never sees a half-written file: either the old content or the new.
+    Serialised before any file is touched: a value JSON cannot hold (NaN) fails with nothing
+    written. ``option`` names the flag that chose the path, for the error message.
     """
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise UsageError(
-            f"cannot write {path}: {exc.strerror or exc}", "choose a writable --out path"
-        ) from None
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True, allow_nan=False)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-
-
-def write_text_atomic(path: Path, text: str, *, option: str) -> None:
-    """Write ``text`` like :func:`write_json_atomic`: a reader (a CI step uploading the file,
-    a browser) sees the old file or the new one, never half of one. ``option`` names the flag
-    that chose the path, for the error message."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise UsageError(
-            f"cannot write {path}: {exc.strerror or exc}", f"choose a writable {option} path"
-        ) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    text = json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n"
+    write_text_atomic(path, text, option=option)
 
 
 def write_result(path: Path, result: RunResult) -> None:

@@ -7,7 +7,6 @@ of a later step — an unreachable database, a crash while storing — never los
 from __future__ import annotations
 
 import os
-import tempfile
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -20,6 +19,7 @@ from perfgate.ceilings.store import lookup_ceilings
 from perfgate.config import Config
 from perfgate.distributed.launch import run_world
 from perfgate.errors import InfrastructureError, UsageError
+from perfgate.files import check_writable
 from perfgate.result import RunResult, RunSettings, write_result
 from perfgate.runner.forkserver import start_method
 from perfgate.runner.orchestrator import RunObserver, run_workloads
@@ -64,22 +64,6 @@ def default_output_path(root: Path, run_id: str) -> Path:
     return root / ".perfgate" / "results" / f"{stamp}-{run_id[:8]}.json"
 
 
-def check_writable(path: Path) -> None:
-    """Fail before measuring, not after, when the result could not be written."""
-    if path.is_dir():
-        raise UsageError(f"--out {path} is a directory", "give a file path, e.g. result.json")
-    folder = path.parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".perfgate-probe-"):
-            pass
-    except OSError as exc:
-        raise UsageError(
-            f"cannot write the result to {path}: {exc.strerror or exc}",
-            "choose a writable --out path",
-        ) from None
-
-
 def prepare(config: Config, selection: Selection) -> tuple[list[PlannedWorkload], RunSettings]:
     """The plan and settings, threads pinned to the physical cores unless configured."""
     if selection.threads is None and config.threads is None:
@@ -103,8 +87,12 @@ def execute_run(
     plan, settings = prepare(config, selection)
     device = resolve_device(device)
     run_id = str(uuid.uuid4())
+    if store:  # an unusable database URL fails now, not after the measuring
+        from perfgate.store.engine import parse_url
+
+        parse_url(config.database_url)
     path = out or default_output_path(config.root, run_id)
-    check_writable(path)
+    check_writable(path, "--out")
     environment = run_fingerprint(plan, settings, device)
     # Before measuring: a corrupt ceilings file is a usage error, and nothing is measured yet.
     ceilings = lookup_ceilings(config.root, environment)

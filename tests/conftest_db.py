@@ -14,6 +14,7 @@ import os
 import secrets
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
@@ -66,6 +67,16 @@ def database_url(
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path_factory.mktemp('db') / 'perfgate.db'}"
         return
+    with postgres_database() as url:
+        yield url
+
+
+@contextmanager
+def postgres_database(template: str | None = None) -> Iterator[str]:
+    """A fresh PostgreSQL database (a copy of ``template`` when given), dropped afterwards.
+
+    Skips the test when PostgreSQL is unreachable, or fails it under PERFGATE_REQUIRE_POSTGRES.
+    """
     admin, detail = postgres_admin()
     if admin is None:
         message = f"PostgreSQL on 127.0.0.1:5432 is unreachable ({detail})"
@@ -73,8 +84,9 @@ def database_url(
             pytest.fail(message)
         pytest.skip(message)
     name = f"perfgate_t_{secrets.token_hex(6)}"
+    copy = f' TEMPLATE "{template}"' if template else ""
     with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
+        connection.execute(text(f'CREATE DATABASE "{name}"{copy}'))
     try:
         yield admin.url.set(database=name).render_as_string(hide_password=False)
     finally:

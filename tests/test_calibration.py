@@ -255,9 +255,9 @@ def test_a_database_at_revision_0002_is_upgraded_with_a_calibrations_table(
         config.set_main_option("script_location", str(MIGRATIONS))
         config.attributes["connection"] = connection
         command.upgrade(config, "0002")
-    with pytest.raises(SchemaOutOfDate, match="revision 0002, this perfgate needs 0003"):
+    with pytest.raises(SchemaOutOfDate, match="revision 0002, this perfgate needs 0004"):
         make_engine(database_url, tmp_path)
-    assert upgrade_database(database_url, tmp_path) == ("0002", "0003")
+    assert upgrade_database(database_url, tmp_path) == ("0002", "0004")
     with engine.connect() as connection:
         assert "calibrations" in inspect(connection).get_table_names()
     engine.dispose()

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from perfgate import cli_compare
 from perfgate.cli import app
+from perfgate.compare import outputs
 from perfgate.compare.gate import CompareVerdict, InconclusivePolicy, WorkloadVerdict
 from perfgate.errors import ExitCode, InfrastructureError, UsageError
 from perfgate.report import compare_markdown, templating
@@ -965,10 +965,10 @@ def test_compare_writes_the_advice_into_the_markdown_and_job_summary(
     path.write_text(json.dumps(ranking_doc()))
     summary, out = tmp_path / "summary.md", tmp_path / "comment.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    lines = cli_compare._advice_lines(path)
-    assert lines == top_advice(ranking_doc()) and cli_compare._advice_lines(None) == []
+    lines = outputs.advice_lines(path)
+    assert lines == top_advice(ranking_doc()) and outputs.advice_lines(None) == []
     link = "perfgate-report.html (job artifact)"
-    written = cli_compare._write_outputs(twelve_metrics(), "exit4", None, out, lines, link)
+    written = outputs.write_outputs(twelve_metrics(), "exit4", None, out, lines, link)
     assert written == [f"markdown: {out}", f"job summary: appended to {summary}"]
     comment = out.read_text()
     assert comment == verdict_markdown(twelve_metrics(), advice=lines, report_link=link)
@@ -1014,7 +1014,7 @@ def test_write_markdown_replaces_atomically(
         raise OSError("disk full")
 
     monkeypatch.setattr(compare_markdown.os, "replace", broken_replace)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(InfrastructureError, match="disk full"):  # a failed write is typed
         write_markdown(path, "half")
     assert path.read_text(encoding="utf-8") == "new ✓\n"
     assert os.listdir(path.parent) == ["verdict.md"]

@@ -79,7 +79,7 @@ def test_documents_are_read_per_rank_and_garbage_is_absent(tmp_path: Path) -> No
 
 def test_torchrun_is_the_launcher() -> None:
     command = torchrun_command(4, Path("s.json"), Path("o.json"))
-    assert command[1:4] == ["-m", "torch.distributed.run", "--standalone"]
+    assert command[1:4] == ["-m", "perfgate.distributed.torchrun", "--standalone"]
     assert "--nproc-per-node=4" in command and "--max-restarts=0" in command
     assert command[-4:] == ["-m", "perfgate.runner.worker", "s.json", "o.json"]
 

@@ -1,12 +1,8 @@
 """The pull-request gate, run as CI runs it: ``scripts/pr-gate.sh`` on a scratch repository.
 
-The scratch project (``tests/fixtures/gate_project``) has one user workload whose step calls
-the team's ``model.py``: a tiny MLP plus a 20 ms transform (a sleep). Every worker times its
-steps on the deterministic step clock (``PERFGATE_TEST_STEP_CLOCK``: the sleeps, with seeded
-noise), so each exit code is exact however busy the machine is. Main gets baselines the way the
-nightly job makes them: three stored runs, ``baseline refresh``, ``baseline export`` into
-``baselines/``, committed. Then each test opens a pull request branch off main and runs the gate
-script, exactly as the workflow does, and checks its exit code and the comment it wrote:
+The scratch repository and the way the gate is run are ``conftest_gate``'s. Each test opens a
+pull request branch off main, runs the gate script exactly as the workflow does, and checks its
+exit code and the comment it wrote:
 
 (a) a PR that makes the transform 25 % slower fails with exit code 1, and its comment says so;
 (b) the same PR that also rewrites ``baselines/`` and raises its own threshold still fails:
@@ -22,111 +18,13 @@ script, exactly as the workflow does, and checks its exit code and the comment i
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest_gate import SLOWER, compare_code, git, new_repository, open_pr, run_gate
 
 pytestmark = pytest.mark.slow
-
-ROOT = Path(__file__).resolve().parent.parent
-GATE = ROOT / "scripts" / "pr-gate.sh"
-FIXTURE = ROOT / "tests" / "fixtures" / "gate_project"
-
-
-def git(repo: Path, *args: str) -> str:
-    completed = subprocess.run(
-        ["git", "-c", "user.email=ci@example.com", "-c", "user.name=ci", *args],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return completed.stdout.strip()
-
-
-def perfgate(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    completed = subprocess.run(
-        [sys.executable, "-m", "perfgate", *args],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=_environment(),
-    )
-    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
-    return completed
-
-
-VIRTUAL = "virtual:between=0.02,within=0.01"
-
-
-def _environment(**extra: str) -> dict[str, str]:
-    environment = {**os.environ, "COLUMNS": "200", "PERFGATE_TEST_STEP_CLOCK": VIRTUAL}
-    for name in ("PERFGATE_DATABASE_URL", "GITHUB_STEP_SUMMARY", "GITHUB_BASE_REF"):
-        environment.pop(name, None)
-    return {**environment, **extra}
-
-
-@pytest.fixture(scope="module")
-def gate_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The scratch repository with main's baselines committed, as the nightly job leaves it."""
-    repo = tmp_path_factory.mktemp("gate") / "repo"
-    shutil.copytree(FIXTURE, repo)
-    git(repo, "init", "--quiet", "--initial-branch=main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "--quiet", "-m", "the team's project")
-    for _ in range(3):
-        perfgate(repo, "run", "--device", "cpu", "--repeats", "3")
-    perfgate(repo, "baseline", "refresh", "--branch", "main")
-    exported = perfgate(repo, "baseline", "export", "--branch", "main")
-    assert "wrote" in exported.stdout
-    git(repo, "add", "baselines")
-    git(repo, "commit", "--quiet", "-m", "baselines from the nightly refresh")
-    yield repo
-
-
-def open_pr(repo: Path, name: str, edits: dict[str, tuple[str, str]]) -> None:
-    """A branch off main with ``edits`` (file → (old text, new text)) committed."""
-    git(repo, "checkout", "--quiet", "main")
-    git(repo, "checkout", "--quiet", "-b", name)
-    for relative, (old, new) in edits.items():
-        path = repo / relative
-        text = path.read_text()
-        assert old in text, (relative, old)
-        path.write_text(text.replace(old, new))
-    git(repo, "commit", "--quiet", "-am", name)
-
-
-def run_gate(repo: Path, *, advise: bool = False, **extra: str) -> tuple[int, str, str, Path]:
-    """The gate script as the workflow runs it; (exit code, comment, log, output folder)."""
-    out = repo / "perfgate-out"
-    completed = subprocess.run(
-        ["bash", str(GATE)],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=_environment(
-            PERFGATE_CMD=f"{sys.executable} -m perfgate",
-            PERFGATE_BASE_REF="main",
-            PERFGATE_DEVICE="cpu",
-            PERFGATE_ADVISE="1" if advise else "0",
-            GITHUB_STEP_SUMMARY=str(repo / "summary.md"),
-            **extra,
-        ),
-    )
-    log = completed.stdout + completed.stderr
-    print(log[-4000:])
-    comment = (out / "comment.md").read_text() if (out / "comment.md").exists() else ""
-    return completed.returncode, comment, log, out
-
-
-SLOWER = {"model.py": ("TRANSFORM_S = 0.020", "TRANSFORM_S = 0.025")}
+pytest_plugins = ["conftest_gate"]
 
 
 def test_a_pr_25_percent_slower_fails_and_says_so(gate_repo: Path) -> None:
@@ -183,10 +81,6 @@ def test_a_pr_whose_workload_crashes_is_an_infrastructure_error(gate_repo: Path)
     assert "exit code **3** (infrastructure)" in comment
 
 
-def compare_code(out: Path) -> int:
-    return int((out / "compare-exit-code").read_text())
-
-
 def test_a_pr_the_budget_cannot_decide_is_neutral(gate_repo: Path) -> None:
     # 10 % slower against main's ±10 % band, with the base's budget of 4 rounds: undecidable.
     open_pr(
@@ -203,11 +97,7 @@ def test_a_pr_the_budget_cannot_decide_is_neutral(gate_repo: Path) -> None:
 def test_a_first_pr_without_any_baseline_is_judged_by_an_a_b(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    repo = tmp_path_factory.mktemp("first") / "repo"
-    shutil.copytree(FIXTURE, repo)
-    git(repo, "init", "--quiet", "--initial-branch=main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "--quiet", "-m", "the team's project, no baselines yet")
+    repo = new_repository(tmp_path_factory.mktemp("first"))
     open_pr(repo, "slower", SLOWER)
     code, comment, log, out = run_gate(repo)
     assert code == 1, log[-3000:]

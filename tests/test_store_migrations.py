@@ -15,6 +15,7 @@ from alembic.runtime.migration import MigrationContext
 from conftest_db import count_rows, fake_run, query
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel
 
 from perfgate.errors import ExitCode, InfrastructureError
@@ -118,8 +119,8 @@ def test_first_use_migrates_an_empty_database_to_head(database_url: str, tmp_pat
     make_engine(database_url, tmp_path).dispose()
     assert table_names(database_url) >= {*FIRST_TABLES, *NEW_TABLES, "alembic_version"}
     with connected(database_url) as connection:
-        assert schema_revision(connection) == head_revision() == "0003"
-    assert upgrade_database(database_url, tmp_path) == ("0003", "0003")
+        assert schema_revision(connection) == head_revision() == "0004"
+    assert upgrade_database(database_url, tmp_path) == ("0004", "0004")
 
 
 def test_migrations_create_exactly_the_tables_of_tables_py(
@@ -153,14 +154,70 @@ def test_upgrade_from_the_first_schema_keeps_every_row(
     assert refused.value.exit_code == ExitCode.INFRASTRUCTURE
     assert isinstance(refused.value, InfrastructureError)
     assert str(refused.value) == (
-        "database schema is at revision 0001, this perfgate needs 0003 — run `perfgate db upgrade`"
+        "database schema is at revision 0001, this perfgate needs 0004 — run `perfgate db upgrade`"
     )
 
-    assert upgrade_database(database_url, tmp_path) == ("0001", "0003")
+    assert upgrade_database(database_url, tmp_path) == ("0001", "0004")
     assert_first_version_rows_intact(database_url)
     assert table_names(database_url) >= set(NEW_TABLES)
     assert store_run(database_url, fake_run(), tmp_path)
     assert count_rows(database_url, "runs") == 2
+
+
+def insert_baseline(connection: Connection, key: str, status: str, created_at: str) -> int:
+    """A baseline row as plain SQL (what revision 0003 allowed); returns its id."""
+    return int(
+        connection.execute(
+            text(
+                "INSERT INTO baselines (key, workload, definition_hash, knobs, environment_key, "
+                "branch, status, created_at, reason, method, metrics) VALUES (:key, 'mlp', 'h', "
+                "'{}', 'env1', 'main', :status, :created_at, 'first baseline', '{}', '{}') "
+                "RETURNING id"
+            ),
+            {"key": key, "status": status, "created_at": created_at},
+        ).scalar_one()
+    )
+
+
+def test_upgrade_retires_all_but_the_newest_live_baseline_of_a_key(
+    database_url: str, tmp_path: Path
+) -> None:
+    """What concurrent refreshes left before 0004 (issue 16): four live baselines for one key."""
+    migrate_to(database_url, "0003")
+    with connected(database_url) as connection:
+        connection.execute(
+            text("INSERT INTO environments (key, fingerprint) VALUES ('env1', '{}')")
+        )
+        older = insert_baseline(connection, "k1", "retired", "2026-01-01T00:00:00+00:00")
+        duplicates = [
+            insert_baseline(connection, "k1", "live", created_at)
+            for created_at in (
+                "2026-01-02T00:00:00+00:00",
+                "2026-01-04T00:00:00+00:00",
+                "2026-01-03T00:00:00+00:00",
+                "2026-01-04T00:00:00+00:00",  # as new as the second: the higher id wins
+            )
+        ]
+        alone = insert_baseline(connection, "k2", "live", "2026-01-02T00:00:00+00:00")
+
+    assert upgrade_database(database_url, tmp_path) == ("0003", "0004")
+    rows = query(database_url, "SELECT id, key, status, retired_at, reason FROM baselines")
+    by_id = {row[0]: tuple(row[1:]) for row in rows}
+    newest = duplicates[-1]
+    assert sorted(i for i, row in by_id.items() if row[1] == "live") == [newest, alone]
+    assert by_id[older] == ("k1", "retired", None, "first baseline")
+    assert by_id[alone] == ("k2", "live", None, "first baseline")
+    for retired in duplicates[:-1]:
+        key, status, retired_at, reason = by_id[retired]
+        assert (key, status) == ("k1", "retired") and retired_at is not None
+        assert reason.startswith("first baseline [retired by migration 0004:")
+        assert f"baseline {newest} of the same key was newer" in reason
+
+    with pytest.raises(IntegrityError), connected(database_url) as connection:
+        insert_baseline(connection, "k2", "live", "2026-01-05T00:00:00+00:00")
+    with connected(database_url) as connection:
+        insert_baseline(connection, "k2", "retired", "2026-01-05T00:00:00+00:00")
+    assert count_rows(database_url, "baselines") == 7
 
 
 def test_a_database_from_a_newer_perfgate_is_refused(database_url: str, tmp_path: Path) -> None:
@@ -181,11 +238,11 @@ def test_db_upgrade_through_the_cli(database_url: str, tmp_path: Path, perfgate_
     write_result(document, fake_run())
     refused = perfgate_cli("ingest", str(document), cwd=tmp_path)
     assert refused.returncode == ExitCode.INFRASTRUCTURE
-    assert "revision 0001, this perfgate needs 0003 — run `perfgate db upgrade`" in refused.stderr
+    assert "revision 0001, this perfgate needs 0004 — run `perfgate db upgrade`" in refused.stderr
 
     upgraded = perfgate_cli("db", "upgrade", cwd=tmp_path)
     assert upgraded.returncode == ExitCode.OK, upgraded.stderr
-    assert "upgraded from 0001 to revision 0003" in upgraded.stdout
+    assert "upgraded from 0001 to revision 0004" in upgraded.stdout
     assert "s3cret" not in upgraded.stdout + upgraded.stderr
     stored = perfgate_cli("ingest", str(document), cwd=tmp_path)
     assert stored.returncode == ExitCode.OK and "stored" in stored.stdout

@@ -261,6 +261,9 @@ class _RuleReader:
         except tomllib.TOMLDecodeError as exc:
             self.problems.append(_toml_problem(self.path, str(exc), self.text))
             return None
+        except RecursionError:  # tomllib recurses into nested arrays and tables
+            self.problems.append(Problem(self.path, 1, 1, "nested too deeply to be a rule"))
+            return None
         return self._rule(document)
 
     def _rule(self, document: dict[str, Any]) -> Rule | None:

@@ -17,6 +17,7 @@ from sqlmodel import Session
 
 from perfgate.baseline.refresh import RefreshPolicy
 from perfgate.errors import InfrastructureError
+from perfgate.names import check_key, check_name, confined
 from perfgate.result import write_json_atomic
 from perfgate.store.history import (
     baseline_members,
@@ -33,8 +34,10 @@ NO_SUITE = "_workloads"
 
 
 def snapshot_path(out_dir: Path, suite: str | None, key: str) -> Path:
-    """Where the snapshot of one key lives."""
-    return out_dir / (suite or NO_SUITE) / f"{key}.json"
+    """Where the snapshot of one key lives: always inside ``out_dir`` (a suite is a name, a
+    key a digest; anything else is refused, ``perfgate.names``)."""
+    folder = NO_SUITE if suite is None else check_name(suite, "suite")
+    return confined(out_dir, folder, f"{check_key(key)}.json")
 
 
 def export_baselines(
@@ -63,8 +66,8 @@ def export_baselines(
         )
     written = []
     for path, document in sorted(documents.items()):
-        if not path.exists() or json.loads(path.read_text()) != document:
-            write_json_atomic(path, document)
+        if _stored(path) != document:
+            write_json_atomic(path, document, option="--out-dir")
         written.append(path)
     removed = [p for p in _branch_snapshots(out_dir, branch) if p not in documents]
     for path in removed:
@@ -110,10 +113,18 @@ def snapshot(session: Session, baseline: BaselineRow) -> dict[str, Any]:
 def _branch_snapshots(out_dir: Path, branch: str) -> list[Path]:
     found = []
     for path in sorted(out_dir.glob("*/*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if data.get("schema") == SNAPSHOT_SCHEMA and data.get("branch") == branch:
+        data = _stored(path)
+        is_snapshot = isinstance(data, dict) and data.get("schema") == SNAPSHOT_SCHEMA
+        if is_snapshot and data.get("branch") == branch:
             found.append(path)
     return found
+
+
+def _stored(path: Path) -> Any:
+    """The JSON now at ``path``; None when there is none or it cannot be read (a folder, not
+    UTF-8, truncated, nested too deep): the export replaces a malformed snapshot, never
+    crashes on it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None

@@ -30,6 +30,7 @@ from perfgate.store.history import (
     recorded_change_points,
     save_baseline,
 )
+from perfgate.store.serialised import serialised
 from perfgate.store.tables import BaselineRow, ChangePointRow
 
 GATED_METRIC = "step_time_s"
@@ -67,17 +68,24 @@ class KeyRefresh:
 def refresh_baselines(
     engine: Engine, branch: str, policy: RefreshPolicy | None = None
 ) -> list[KeyRefresh]:
-    """Refresh every key with history on ``branch``; one transaction for the whole refresh."""
+    """Refresh every key with history on ``branch``; one transaction for the whole refresh.
+
+    Refreshes of one branch run one after the other (``serialised``): a second refresh started
+    at the same moment reads what the first one wrote and finds nothing left to move, instead
+    of adding a second live baseline (issue 16). A refresh that loses a race anyway is run again
+    from the start, reading history, live baselines and change points afresh.
+    """
     policy = policy or RefreshPolicy()
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    with Session(engine) as session:
+
+    def refresh(session: Session) -> list[KeyRefresh]:
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         history = load_history(session, branch)
-        outcomes = [
+        return [
             _refresh_key(session, key, branch, points, policy, now)
             for key, points in sorted(history.items())
         ]
-        session.commit()
-    return outcomes
+
+    return serialised(engine, f"baseline refresh of {branch}", refresh)
 
 
 def _refresh_key(
@@ -119,6 +127,7 @@ def _refresh_key(
         session,
         _baseline_row(key, branch, window, used, policy, reason, now),
         [(p.workload_result_id, p.run_id, p.workload_result_id in used_ids) for p in window],
+        replacing=live,
         retired_at=now,
     )
     action = "created" if live is None else "moved"

@@ -9,6 +9,7 @@ from rich.table import Table
 from perfgate.calibration.explain import percent
 from perfgate.calibration.model import Calibration
 from perfgate.report.run_summary import format_seconds
+from perfgate.report.terminal import PlainTable
 from perfgate.stats.power import DEFAULT_MAX_REPEATS
 
 LEGEND = (
@@ -35,7 +36,7 @@ HEADERS = (
 def calibration_table(calibrations: list[Calibration], device: str) -> Table:
     """One row per workload; columns from the first calibration's repeats and target."""
     first = calibrations[0] if calibrations else None
-    table = Table(
+    table = PlainTable(
         title=f"perfgate calibrate · {device} · "
         f"{first.repeats if first else 0} A/A repeats per workload",
         title_justify="left",

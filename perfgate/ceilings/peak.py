@@ -27,8 +27,9 @@ def doctor_peak(
     (``threads``, else the config's, else one per physical core), store them under the
     environment's fingerprint key, and write them to ``json_out`` when given.
 
-    The ceilings file is read before anything is measured: a corrupt one fails in a moment,
-    not after the benchmarks."""
+    The ceilings file and ``json_out`` are checked before anything is measured: a corrupt
+    file or an unwritable path fails in a moment, not after the benchmarks."""
+    from perfgate.files import check_writable
     from perfgate.result import write_json_atomic
     from perfgate.run import resolve_device
     from perfgate.telemetry.host import default_thread_count
@@ -37,9 +38,11 @@ def doctor_peak(
         raise UsageError(f"--threads {threads} is not a thread count", "use 1 or more")
     resolved = resolve_device(device)
     read_ceilings_file(ceilings_path(config.root))
+    if json_out is not None:
+        check_writable(json_out, "--json")
     pinned = threads or config.threads or default_thread_count()
     ceilings = measure_ceilings(resolved, threads=pinned)
     path = save_ceilings(config.root, ceilings)
     if json_out is not None:
-        write_json_atomic(json_out, ceilings_document(ceilings))
+        write_json_atomic(json_out, ceilings_document(ceilings), option="--json")
     return PeakOutcome(ceilings, path)

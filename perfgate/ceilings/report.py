@@ -7,6 +7,7 @@ from typing import Any
 from rich.table import Table
 
 from perfgate.ceilings.bench import Ceilings, Measurement
+from perfgate.report.terminal import PlainTable
 
 DOCUMENT_NAME = "perfgate.ceilings"
 DOCUMENT_VERSION = 1
@@ -41,7 +42,7 @@ def ceilings_table(ceilings: Ceilings) -> Table:
         f"perfgate doctor --peak · {ceilings.device} ({ceilings.device_name or 'unknown'}) · "
         f"{ceilings.threads} thread(s) · {ceilings.wall_s:.1f} s"
     )
-    table = Table(title=title, title_justify="left")
+    table = PlainTable(title=title, title_justify="left")
     for header in ("ceiling", "median", "spread (min – max)", "samples", "size"):
         table.add_column(header, justify="left" if header == "ceiling" else "right")
     for dtype, m in ceilings.matmul.items():

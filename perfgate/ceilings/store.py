@@ -99,8 +99,10 @@ def read_ceilings_file(path: Path) -> dict[str, dict[str, Any]]:
         raise _corrupt(path, f"cannot read it: {getattr(exc, 'strerror', None) or exc}") from None
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:
         raise _corrupt(path, f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise _corrupt(path, "nested too deeply to be a ceilings file") from None
     if not isinstance(data, dict):
         raise _corrupt(path, "not a JSON object of fingerprint keys")
     for key, entry in data.items():

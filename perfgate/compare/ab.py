@@ -34,6 +34,7 @@ from perfgate.compare.gate import (
     last_line,
     overall_verdict,
 )
+from perfgate.compare.membership import GatedWorkload
 from perfgate.compare.sequential import ABBudget, SequentialJudge, judge_interleaved
 from perfgate.compare.worktrees import Checkout, checked_out, repository_root, resolve_commit
 from perfgate.config import Config, load_config
@@ -41,7 +42,7 @@ from perfgate.errors import InfrastructureError, UsageError
 from perfgate.result import RunResult, RunSettings, SourceInfo, WorkloadResult, write_result
 from perfgate.run import prepare, resolve_device, run_fingerprint, utc_now
 from perfgate.runner.interleave import Arm, InterleaveObserver, run_interleaved
-from perfgate.runner.plan import Selection, available_workloads
+from perfgate.runner.plan import Selection
 from perfgate.runner.source import collect_source
 from perfgate.thresholds import Thresholds
 
@@ -120,9 +121,10 @@ def compare_refs(
 def confirm_alerts(
     verdict: CompareVerdict,
     head: RunResult,
-    config: Config,
+    head_config: Config,
     base_ref: str,
     *,
+    gated: Sequence[GatedWorkload],
     thresholds: Thresholds,
     device: str,
     budget: ABBudget,
@@ -132,31 +134,38 @@ def confirm_alerts(
     """Re-judge every flagged workload by an interleaved A/B against ``base_ref``, with the
     ``thresholds`` the baseline comparison used (the base ref's, possibly calibrated).
 
+    ``head_config`` is what the head side is measured with: the base's configuration over the
+    head's code (``perfgate.compare.trusted.head_view``), so the A/B measures the base's
+    definitions (presets, knobs) and settings on both sides, whatever the head's own
+    configuration says. ``gated`` are the base's workloads (``perfgate.compare.membership``).
+
     Workloads the baseline comparison did not flag keep their verdict; flagged ones take the
     A/B verdict, with a note of what the baseline comparison had said.
     """
     flagged = [w.name for w in verdict.workloads if _flagged(w)]
     if not flagged:
         return verdict
-    repo = repository_root(config.root)
+    repo = repository_root(head_config.root)
     _check_head_checkout(repo, head)
+    presets = {g.name: g.preset for g in gated}
+    new = [name for name in flagged if name not in presets]
+    flagged = [name for name in flagged if name in presets]
+    if not flagged:
+        return _note_new(verdict, new, base_ref)
     with checked_out(repo, [base_ref]) as (base,):
-        base_side = _side(config, repo, base, "base")
-        known = set(base_side.config.workloads) | set(available_workloads(base_side.config, []))
-        new = [name for name in flagged if name not in known]
-        flagged = [name for name in flagged if name in known]
-        if not flagged:
-            return _note_new(verdict, new, base_ref)
-        selection = _selection_for(head, flagged, config)
         sides = [
-            base_side,
+            _side(head_config, repo, base, "base"),
             Side(
                 label="head",
-                config=config,
+                config=head_config,
                 source=head.source,
                 inject_slowdown=head.settings.inject_slowdown,
             ),
         ]
+        selection = Selection(
+            workloads=[f"{name}@{presets[name]}" for name in flagged],
+            nproc_per_node=head.settings.nproc_per_node,
+        )
         (base_run, head_run), _, _ = measure_sides(
             sides, selection, device=device, budget=budget, observer=observer,
             thresholds_for=lambda *_: (thresholds, {}),
@@ -261,7 +270,7 @@ def _flagged(workload: WorkloadVerdict) -> bool:
     it fails a pull request, an improvement before it is reported, an inconclusive or
     disturbed comparison is what the A/B exists to settle, and a workload without a baseline
     (the first pull request) is judged against the base ref measured here."""
-    return workload.status in ("loss_mismatch", "no_baseline") or any(
+    return workload.status in ("loss_mismatch", "no_baseline", "definition_changed") or any(
         c.verdict in ("regression", "improvement", "inconclusive")
         for c in workload.comparisons
         if c.derived_from is None
@@ -285,6 +294,11 @@ def _merge(
                 f"no stored or committed baseline yet: judged by an interleaved A/B of "
                 f"{base_ref} against this head ({rounds} rounds) measured in this job"
             )
+        elif workload.status == "definition_changed":
+            note = (
+                f"its definition changed at head: judged by an interleaved A/B of {base_ref} "
+                f"against this head ({rounds} rounds) measured in this job"
+            )
         else:
             note = (
                 f"re-measured as an interleaved A/B against {base_ref} ({rounds} rounds) because "
@@ -293,7 +307,9 @@ def _merge(
             )
         merged.append(replace(replacement, notes=[note, *replacement.notes]))
     all_confirmed = all(
-        w.name in confirmed for w in verdict.workloads if w.comparisons or w.status == "no_baseline"
+        w.name in confirmed
+        for w in verdict.workloads
+        if w.comparisons or w.status in ("no_baseline", "definition_changed")
     )
     return replace(
         verdict,
@@ -318,28 +334,6 @@ def _check_head_checkout(repo: Path, head: RunResult) -> None:
             f"{current[:12]}",
             "check out the measured commit, or re-run perfgate run before compare --confirm",
         )
-
-
-def _selection_for(head: RunResult, names: Sequence[str], config: Config) -> Selection:
-    """The head run's own workloads, presets, knobs and settings, for these workloads."""
-    definitions = available_workloads(config, names)
-    workloads = [w for w in head.workloads if w.name in names]
-    knobs = [
-        f"{w.name}.{key}={'null' if value is None else value}"
-        for w in workloads
-        for key, value in w.knobs.items()
-        if key in definitions[w.name].knobs
-    ]
-    return Selection(
-        workloads=[f"{w.name}@{w.preset}" for w in workloads],
-        knobs=knobs,
-        steps=head.settings.steps,
-        warmup=head.settings.warmup,
-        timeout_s=head.settings.timeout_s,
-        threads=head.settings.threads,
-        seed=head.settings.seed,
-        nproc_per_node=head.settings.nproc_per_node,
-    )
 
 
 def _side(config: Config, repo: Path, checkout: Checkout, label: str) -> Side:

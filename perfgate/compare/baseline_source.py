@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from perfgate.errors import UsageError
+from perfgate.files import check_json_values, read_json
 from perfgate.metrics import CONDITION_PREFIX, condition_values, metric_values
-from perfgate.result import RunResult, WorkloadResult
+from perfgate.result import MAX_STEP_S, RunResult, WorkloadResult
 from perfgate.telemetry.fingerprint import fingerprint_key
 
 
@@ -75,16 +75,14 @@ def from_snapshots(directory: Path, head: RunResult, branch: str) -> dict[str, B
     for workload in head.workloads:
         key = baseline_key(head.suite, workload.definition_hash, workload.knobs, env_key, branch)
         path = snapshot_path(directory, head.suite, key)
-        if not path.is_file():
+        if not path.exists():
             continue
-        try:
-            data = json.loads(path.read_text())
-        except ValueError as exc:
-            raise UsageError(
-                f"{path} is not valid JSON ({exc})", "re-export the baselines"
-            ) from None
-        found[workload.name] = _from_snapshot(data, str(path))
+        data = read_json(path, what="baseline snapshot", fix=SNAPSHOT_FIX)
+        found[workload.name] = _from_snapshot(data, str(path), SNAPSHOT_FIX)
     return found
+
+
+SNAPSHOT_FIX = "re-export the baselines (perfgate baseline export)"
 
 
 def conditions_of(workload: WorkloadResult) -> dict[str, list[float]]:
@@ -95,10 +93,21 @@ def conditions_of(workload: WorkloadResult) -> dict[str, list[float]]:
     }
 
 
-def _from_snapshot(data: dict[str, Any], origin: str) -> BaselineWorkload:
+def _from_snapshot(data: Any, origin: str, fix: str) -> BaselineWorkload:
+    """A snapshot (or a database baseline in its shape) as a baseline, checked first: a
+    hand-edited or truncated file is a usage error naming the field, never a crash or a
+    comparison against NaN."""
+    check_json_values(data, origin, fix)
+    if not isinstance(data, dict):
+        raise UsageError(f"{origin} is not a baseline snapshot (a JSON {type(data).__name__})", fix)
+    for key, kind in (("workload", str), ("definition_hash", str), ("metrics", dict)):
+        if not isinstance(data.get(key), kind):
+            raise UsageError(f"{origin}: {key} should be a {kind.__name__}", fix)
+    for key in ("knobs", "environment"):
+        if not isinstance(data.get(key) or {}, dict):
+            raise UsageError(f"{origin}: {key} should be an object", fix)
     series = {
-        name: [float(v) for v in stats.get("repeat_values", [])]
-        for name, stats in data.get("metrics", {}).items()
+        name: _repeat_values(origin, name, stats, fix) for name, stats in data["metrics"].items()
     }
     metrics = {n: v for n, v in series.items() if not n.startswith(CONDITION_PREFIX)}
     conditions = {
@@ -116,6 +125,21 @@ def _from_snapshot(data: dict[str, Any], origin: str) -> BaselineWorkload:
         origin=origin,
         identity=f"{data.get('key') or data['workload']}@{data.get('created_at') or ''}",
     )
+
+
+def _repeat_values(origin: str, name: str, stats: Any, fix: str) -> list[float]:
+    """One metric's per-repeat values: non-negative numbers, step times in (0, a day]."""
+    values = stats.get("repeat_values", []) if isinstance(stats, dict) else None
+    if not isinstance(values, list):
+        raise UsageError(f"{origin}: metrics/{name} has no list of repeat_values", fix)
+    for index, value in enumerate(values):
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or not (0 < value <= MAX_STEP_S if name == "step_time_s" else value >= 0):
+            raise UsageError(
+                f"{origin}: metrics/{name}/repeat_values/{index} is {value!r}, not a valid value",
+                fix,
+            )
+    return [float(v) for v in values]
 
 
 def throttled_share(workload: WorkloadResult) -> float | None:
@@ -161,6 +185,7 @@ def from_database(
                         "metrics": row.metrics,
                     },
                     f"database baseline {row.id} ({row.branch}, {row.created_at})",
+                    "refresh the baselines (perfgate baseline refresh)",
                 )
     finally:
         engine.dispose()

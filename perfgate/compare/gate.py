@@ -32,12 +32,21 @@ InconclusivePolicy = Literal["exit4", "pass", "fail"]
 """How CI treats an inconclusive verdict: its own exit code 4, a pass, or a failure."""
 
 
+WorkloadStatus = Literal[
+    "compared", "no_baseline", "loss_mismatch", "missing", "definition_changed"
+]
+"""How a workload was judged. ``missing``: a workload of the base's suite that the head did not
+measure (dropped, renamed, moved or unmeasurable there): the gate fails. ``definition_changed``:
+the head changed the workload's definition (its code), so no stored baseline describes it; only
+an interleaved A/B against the base can judge it, and until one has, it is inconclusive."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class WorkloadVerdict:
     """One workload: how it compared, metric by metric."""
 
     name: str
-    status: Literal["compared", "no_baseline", "loss_mismatch"]
+    status: WorkloadStatus
     baseline_origin: str | None = None
     comparisons: list[MetricComparison] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -357,11 +366,13 @@ def apply_tolerances(comparisons: list[MetricComparison]) -> list[MetricComparis
 
 
 def overall_verdict(verdicts: list[WorkloadVerdict]) -> Overall:
-    """Any regression or loss mismatch wins, then any inconclusive metric, else pass."""
+    """Any regression, loss mismatch or gated workload missing at head wins, then any
+    inconclusive metric or unjudged changed definition, else pass."""
     metric_verdicts = {c.verdict for v in verdicts for c in v.comparisons}
-    if "regression" in metric_verdicts or any(v.status == "loss_mismatch" for v in verdicts):
+    statuses = {v.status for v in verdicts}
+    if "regression" in metric_verdicts or statuses & {"loss_mismatch", "missing"}:
         return "regression"
-    if "inconclusive" in metric_verdicts:
+    if "inconclusive" in metric_verdicts or "definition_changed" in statuses:
         return "inconclusive"
     return "pass"
 

@@ -61,6 +61,10 @@ band takes about 80 rounds (simulated at 15 %: 99 % caught within 200, median 83
 decided in a median 18; A/A no change in a median 103), affordable because a forked round costs
 about a second. A GPU step is quieter (paired noise ~1 %: decided within a few rounds) and a
 fresh CUDA worker dearer."""
+MAX_ROUNDS = 1000
+"""The most rounds an A/B may be given: about a quarter of an hour per workload on a CPU, and
+the design's tables already take seconds to compute (10000 rounds fail in NumPy after minutes):
+more is a typo."""
 DEFAULT_BUDGET_S = {"cpu": 900.0, "cuda": 900.0}
 """Wall-time budget of one A/B (all workloads): the job's patience, not the statistics'."""
 
@@ -94,6 +98,11 @@ def ab_budget(
         raise UsageError(
             f"{budget.max_rounds} interleaved rounds can never show a significant change",
             f"allow at least {MIN_ROUNDS} rounds (--rounds, or ab_rounds in config)",
+        )
+    if budget.max_rounds > MAX_ROUNDS:
+        raise UsageError(
+            f"{budget.max_rounds} interleaved rounds are more than the {MAX_ROUNDS} allowed",
+            f"allow at most {MAX_ROUNDS} rounds (--rounds, or ab_rounds in config)",
         )
     if budget.budget_s is not None and not (math.isfinite(budget.budget_s) and budget.budget_s > 0):
         raise UsageError(

@@ -1,8 +1,9 @@
 """Parent side of a distributed repeat: the ``torchrun`` command line and where each rank writes.
 
-perfgate does not build its own launcher: a distributed repeat is one ``torchrun`` (run as
-``python -m torch.distributed.run``, so it is the torch of the same interpreter) with
-``--standalone`` rendezvous on a free local port, and the usual worker module as its entry point.
+perfgate does not build its own launcher: a distributed repeat is one ``torchrun`` (the torch of
+the same interpreter, run by ``python -m perfgate.distributed.torchrun`` so that it dies with
+perfgate) with ``--standalone`` rendezvous on a free local port, and the usual worker module as
+its entry point.
 torchrun owns the ranks' life cycle: when one rank fails it stops the others, so a crash on rank
 1 does not leave rank 0 waiting in an all-reduce forever. The parent still enforces its own
 timeout on the whole tree (see ``perfgate.runner.process``).
@@ -29,7 +30,7 @@ def torchrun_command(nproc_per_node: int, spec_path: Path, out_path: Path) -> li
     return [
         sys.executable,
         "-m",
-        "torch.distributed.run",
+        "perfgate.distributed.torchrun",
         "--standalone",
         f"--nproc-per-node={nproc_per_node}",
         "--max-restarts=0",

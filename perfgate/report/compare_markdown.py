@@ -443,8 +443,16 @@ def _reason_sentence(verdict: CompareVerdict) -> str:
     for workload, comparison in pairs:
         by_verdict.setdefault(comparison.verdict, []).append((workload, comparison))
     mismatches = [w for w in verdict.workloads if w.status == "loss_mismatch"]
+    missing = [w for w in verdict.workloads if w.status == "missing"]
+    changed = [w for w in verdict.workloads if w.status == "definition_changed"]
     if verdict.overall == "regression":
         parts = []
+        if missing:
+            parts.append(
+                f"{_counted(len(missing), 'workload')} of the base's suite "
+                f"{'was' if len(missing) == 1 else 'were'} not measured at head "
+                f"({_names(w.name for w in missing)}): every gated workload must be judged"
+            )
         regressions = sorted(by_verdict.get("regression", []), key=lambda p: -p[1].ratio)
         if regressions:
             worst = " (the worst)" if len(regressions) > 1 else ""
@@ -463,6 +471,12 @@ def _reason_sentence(verdict: CompareVerdict) -> str:
         unsure = by_verdict.get("inconclusive", [])
         names = _names(f"{w.name} {c.metric}" for w, c in unsure)
         text = f"{len(unsure)} of {total} metrics are inconclusive ({names})"
+        if changed:
+            text = (
+                f"{_counted(len(changed), 'workload')} changed its definition and needs an "
+                f"interleaved A/B against the base ({_names(w.name for w in changed)})"
+                + (f"; {text}" if unsure else "")
+            )
         reasons = [r for _, c in unsure for r in c.reasons]
         if reasons:
             text += f"; first reason: {escape_text(reasons[0])}"
@@ -500,24 +514,44 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:] + "."
 
 
+_STATUS_ROWS = {
+    "loss_mismatch": (
+        "final loss",
+        f"±{LOSS_RELATIVE_TOLERANCE * 100:.3g} %",
+        "loss mismatch",
+        "final loss differs",
+    ),
+    "missing": ("—", "—", "missing at head", "not measured at head"),
+}
+"""Workload statuses that fail the gate by themselves, as a changed row: (metric, threshold,
+verdict, the text when the workload has no note)."""
+
+
 def _changed_rows(verdict: CompareVerdict) -> list[_Row]:
     """Loss mismatches, regressions (worst first), inconclusive, improvements (best first):
     the order in which rows matter, so truncation drops the least important."""
     rows: list[tuple[tuple[int, float], _Row]] = []
     for workload in verdict.workloads:
-        if workload.status == "loss_mismatch":
-            why = "; ".join(workload.notes) or "final loss differs"
-            row = {
-                "workload": escape_cell(workload.name),
-                "metric": "final loss",
-                "baseline": "—",
-                "head": "—",
-                "change": escape_cell(why, limit=TEXT_LIMIT),
-                "threshold": f"±{LOSS_RELATIVE_TOLERANCE * 100:.3g} %",
-                "detectable": "—",
-                "verdict": "loss mismatch",
-            }
-            rows.append(((0, 0.0), row))
+        status_row = _STATUS_ROWS.get(workload.status)
+        if status_row is not None:
+            metric, threshold, label, fallback = status_row
+            rows.append(
+                (
+                    (0, 0.0),
+                    {
+                        "workload": escape_cell(workload.name),
+                        "metric": metric,
+                        "baseline": "—",
+                        "head": "—",
+                        "change": escape_cell(
+                            "; ".join(workload.notes) or fallback, limit=TEXT_LIMIT
+                        ),
+                        "threshold": threshold,
+                        "detectable": "—",
+                        "verdict": label,
+                    },
+                )
+            )
         for c in workload.comparisons:
             if c.verdict in _SEVERITY:
                 # Worst regression and best improvement first; inconclusive keep their order.

@@ -5,15 +5,17 @@ from __future__ import annotations
 import math
 
 from rich.table import Table
+from rich.text import Text
 
 from perfgate.compare.gate import CompareVerdict
+from perfgate.report.terminal import PlainTable
 
 STYLE = {"regression": "red", "improvement": "green", "no_change": "", "inconclusive": "yellow"}
 
 
 def verdict_table(verdict: CompareVerdict) -> Table:
     """Baseline vs head per metric, the effect with its interval, threshold and verdict."""
-    table = Table(title=f"perfgate compare · {verdict.overall}", title_justify="left")
+    table = PlainTable(title=f"perfgate compare · {verdict.overall}", title_justify="left")
     for header in (
         "workload",
         "metric",
@@ -28,12 +30,11 @@ def verdict_table(verdict: CompareVerdict) -> Table:
     ):
         table.add_column(header)
     for workload in verdict.workloads:
-        if workload.status == "no_baseline":
-            table.add_row(workload.name, "—", "—", "—", "—", "—", "—", "—", "no baseline", "")
-            continue
+        if not workload.comparisons:
+            status = workload.status.replace("_", " ")
+            table.add_row(workload.name, "—", "—", "—", "—", "—", "—", "—", status, "")
         for c in workload.comparisons:
-            style = STYLE.get(c.verdict, "")
-            label = f"[{style}]{c.verdict}[/{style}]" if style else c.verdict
+            label = Text(c.verdict, style=STYLE.get(c.verdict, ""))
             detectable = "never" if math.isinf(c.min_detectable) else f"{c.min_detectable:.1%}"
             table.add_row(
                 workload.name,

@@ -6,25 +6,20 @@ here before it measures anything, so a wrong file fails in a second.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from perfgate.errors import UsageError
+from perfgate.files import read_json
 
 
 def read_document(path: Path, schema: str, produced_by: str) -> dict[str, Any]:
-    """A JSON document whose ``schema`` field is ``schema``; a one-line usage error otherwise."""
+    """A JSON document whose ``schema`` field is ``schema``; a one-line usage error otherwise
+    (:func:`perfgate.files.read_json`: a folder, not UTF-8, not JSON, too deep, NaN, …)."""
     fix = f"pass a file written by {produced_by}"
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{path} does not exist", fix) from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}", fix) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path} is not valid JSON ({exc})", fix) from None
+    what = f"{schema.removeprefix('perfgate.')} file"
+    data = read_json(Path(path), what=what, fix=fix, path_fix=fix)
     if not isinstance(data, dict) or data.get("schema") != schema:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise UsageError(f"{path} is not a {schema} document (schema: {found!r})", fix)

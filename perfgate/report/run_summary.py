@@ -5,13 +5,17 @@ from __future__ import annotations
 import statistics
 
 from rich.table import Table
+from rich.text import Text
 
+from perfgate.report.terminal import PlainTable
 from perfgate.result import RunResult, WorkloadResult
 
 
 def summary_table(result: RunResult) -> Table:
     """A rich table of every workload's headline numbers (the CLI prints it)."""
-    table = Table(title=f"perfgate run {result.run_id[:8]} · {result.device}", title_justify="left")
+    table = PlainTable(
+        title=f"perfgate run {result.run_id[:8]} · {result.device}", title_justify="left"
+    )
     for header in (
         "workload",
         "preset",
@@ -32,10 +36,10 @@ def summary_table(result: RunResult) -> Table:
     return table
 
 
-def workload_row(workload: WorkloadResult) -> list[str]:
+def workload_row(workload: WorkloadResult) -> list[str | Text]:
     """Formatted cells for one workload; failures show their error's first line."""
     summary = workload.summary
-    status = workload.status if workload.status == "ok" else f"[red]{workload.status}[/red]"
+    status = Text(workload.status, style="" if workload.status == "ok" else "red")
     if summary is None or summary.median_step_s is None:
         first_line = (workload.error or "").splitlines()[0][:60] if workload.error else ""
         return [workload.name, workload.preset, status, first_line, *[""] * 7]

@@ -41,6 +41,10 @@ safe, and equivalent to a spawned worker:
   ``atexit`` handlers and leaves with ``os._exit`` (the server's own state must not be torn
   down by each child); an escaping exception is printed and exits 1, as in an interpreter.
   Skipping the interpreter's teardown saves most of the ~1 s a spawned worker takes to exit.
+- **Nothing outlives perfgate.** The server asks to be killed when perfgate dies, and each
+  child, first thing, when the server dies (``perfgate.runner.lifetime.die_with_parent``;
+  the server forks from its only thread, so "the server's thread exits" means "the server
+  dies"). perfgate's stop-signal handler kills the server and the running child itself.
 
 The protocol is JSON lines on the server's stdin and stdout (which it moves to private
 descriptors before importing anything, so stray output cannot corrupt it): ``{"start":
@@ -80,6 +84,13 @@ from pathlib import Path
 from typing import IO, Any, Literal, NoReturn
 
 from perfgate.errors import UsageError
+from perfgate.runner.lifetime import (
+    child_environment,
+    die_with_parent,
+    mark_as_parent,
+    track,
+    untrack,
+)
 
 START_ENV = "PERFGATE_WORKER_START"
 """``fork`` (the default, on Linux only) or ``spawn`` (``python -m perfgate.runner.worker``)."""
@@ -135,7 +146,8 @@ def worker_launcher(environ: Mapping[str, str] | None = None) -> Iterator[ForkSe
     """A fork server for the repeats of one run (None: spawn them), closed on exit.
 
     The server itself starts with the first repeat that uses it, so a run that only spawns
-    (torchrun repeats) never pays for it.
+    (torchrun repeats) never pays for it. Use the launcher from one thread, which outlives it:
+    the server is killed when the thread that started it ends (``perfgate.runner.lifetime``).
     """
     if start_method(os.environ if environ is None else environ) == "spawn":
         yield None
@@ -240,9 +252,10 @@ class _Connection:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._output,
-            env=environment,
+            env=child_environment(environment),
             cwd=cwd,
         )
+        track(self._process)
         self.pid = self._process.pid
         self._partial = b""
         self._answers: list[dict[str, Any]] = []
@@ -307,6 +320,7 @@ class _Connection:
         return f"{text}; its output ends with: {tail}" if tail else text
 
     def close(self) -> None:
+        untrack(self._process)
         if self._process.stdin is not None:
             with contextlib.suppress(OSError):
                 self._process.stdin.close()
@@ -354,6 +368,8 @@ class _Connection:
 
 def serve() -> None:
     """The server's loop (``python -m perfgate.runner.forkserver``)."""
+    die_with_parent()
+    mark_as_parent()
     requests, replies = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
@@ -431,6 +447,7 @@ def _child(
     """The forked worker: never returns into the server's loop."""
     code = CHILD_SETUP_EXIT
     try:
+        die_with_parent()  # the server, named by its mark_as_parent
         os.setsid()
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)

@@ -14,6 +14,7 @@ from typing import Any
 
 from perfgate.config import Config
 from perfgate.errors import UsageError
+from perfgate.names import check_name
 from perfgate.result import RunSettings
 from perfgate.stats.power import minimum_repeats
 from perfgate.workloads.builtin import BUILTIN_WORKLOADS, SUITES
@@ -32,6 +33,9 @@ class PlannedWorkload:
     params: Mapping[str, Any]
     knobs: Mapping[str, KnobValue]
     definition_hash: str
+    worker_env: tuple[str, ...] = ()
+    """Environment variables the worker gets beyond the built-in allow-list (config
+    ``worker_env``; ``perfgate.runner.environment``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,6 +143,7 @@ def make_plan(config: Config, selection: Selection) -> tuple[list[PlannedWorkloa
                 params=definition.preset_params(preset),
                 knobs=knobs,
                 definition_hash=definition.definition_hash(preset, knobs),
+                worker_env=config.worker_env,
             )
         )
     _check_distributed(planned, selection.nproc_per_node)
@@ -173,7 +178,7 @@ def _requested(config: Config, selection: Selection) -> list[tuple[str, str]]:
     if selection.workloads:
         entries = list(selection.workloads)
     else:
-        suite = selection.suite or config.suite
+        suite = check_name(selection.suite or config.suite, "suite")
         if suite in config.suites:
             entries = list(config.suites[suite])
         elif suite in SUITES:

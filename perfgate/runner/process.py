@@ -9,6 +9,8 @@ timeout or a crash takes its DataLoader workers down with it, and every way a pr
 a result, an exception, a signal, ``os._exit``, a hang — becomes a result with its error text
 rather than an exception that would stop the other workloads (a timeout is a result, not an
 exception). Telemetry is sampled here, in the parent, so the timed process carries none of it.
+The worker never outlives the parent: it dies with it, and a stop signal to the parent kills
+it first (``perfgate.runner.lifetime``).
 
 A single-process worker is forked by the run's fork server when it has one
 (``perfgate.runner.forkserver``: 0.2 s a repeat instead of 2.8 s, as fresh a process) and
@@ -32,7 +34,11 @@ from typing import Any
 from perfgate.distributed.launch import torchrun_command
 from perfgate.distributed.ranks import combine_ranks, read_rank_documents
 from perfgate.errors import UsageError
+from perfgate.runner.environment import worker_environment
 from perfgate.runner.forkserver import ForkedWorker, ForkServer, ForkServerLost
+from perfgate.runner.lifetime import child_environment, kill_tree, tracked
+from perfgate.runner.strays import adopt_orphans, descendants, kill_strays
+from perfgate.runner.witness import ClockWitness, window_problem
 from perfgate.telemetry.sampler import TelemetrySampler
 
 STDERR_TAIL_CHARS = 2000
@@ -56,6 +62,9 @@ class RepeatProcessResult:
     wall_s: float
     stderr_tail: str | None
     telemetry: dict[str, Any]
+    clock_problem: str | None = None
+    """Why the parent's clock does not vouch for the reported steps (``perfgate.runner.witness``);
+    None when it does, or when the harness's virtual clock timed them."""
 
 
 def run_worker(
@@ -78,8 +87,12 @@ def run_worker(
     spec_path = workdir / f"{label}.spec.json"
     out_path = workdir / f"{label}.out.json"
     log_path = workdir / f"{label}.log"
+    # The test harness's virtual clock is not wall time: nothing for the parent to witness.
+    witness = None if spec.get("step_clock") else ClockWitness(workdir, label)
+    if witness is not None:
+        spec = {**spec, "clock_witness": str(witness.path)}
     spec_path.write_text(json.dumps(spec))
-    environment = dict(os.environ)
+    environment = worker_environment(os.environ, spec.get("environment_allow", ()))
     if spec.get("threads"):
         environment["OMP_NUM_THREADS"] = str(spec["threads"])
     world_size = int(spec.get("nproc_per_node") or 0)
@@ -88,6 +101,8 @@ def run_worker(
         if world_size
         else [sys.executable, "-m", "perfgate.runner.worker", str(spec_path), str(out_path)]
     )
+    adopt_orphans()  # a process the worker detaches (setsid) stays ours to find and kill
+    before = descendants()
     spawned = time.time()
     started = time.perf_counter()
     with open(log_path, "w+b") as log:
@@ -101,10 +116,10 @@ def run_worker(
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=environment,
+            env=child_environment(environment),
             start_new_session=True,
         )
-        with process:
+        with process, tracked(process):
             sampler = TelemetrySampler(process.pid, gpu_index, sample_interval_s)
             sampler.start()
             timed_out = False
@@ -121,6 +136,12 @@ def run_worker(
                 telemetry = sampler.stop()
                 _kill_tree(process)
         wall_s = time.perf_counter() - started
+    server = launcher.server_pid if launcher is not None else None
+    kill_strays(before | ({server} if server is not None else set()))
+    windows = {}
+    if witness is not None:
+        windows = witness.windows()
+        witness.close()
     tail = _tail(log_path)
     if world_size:
         document = combine_ranks(read_rank_documents(out_path, world_size), world_size)
@@ -131,7 +152,11 @@ def run_worker(
     status, error = _classify(exit_code, timed_out, document, tail, timeout_s, name, lost)
     if status == "usage_error":
         raise UsageError(str(error))
+    clock_problem = None
+    if witness is not None and status == "ok":
+        clock_problem = window_problem(windows, _reported_steps(document))
     return RepeatProcessResult(
+        clock_problem=clock_problem,
         status=status,
         document=document,
         error=error,
@@ -143,31 +168,20 @@ def run_worker(
     )
 
 
+def _reported_steps(document: dict[str, Any]) -> dict[int, list[float]]:
+    """Rank → the measured step times the worker (each rank of a torchrun) reported."""
+    ranks = document.get("ranks")
+    if ranks:
+        return {int(rank["rank"]): list(rank.get("step_times_s", [])) for rank in ranks}
+    return {0: list(document.get("step_times_s", []))}
+
+
 def _kill_tree(process: subprocess.Popen[bytes] | ForkedWorker) -> None:
-    """Kill whatever is left of the worker: its process group and every descendant's group.
-
-    A plain worker's DataLoader workers share its group. torchrun starts each rank in a
-    session of its own, so the ranks (and their DataLoader workers) are found as descendants
-    and their groups killed too: a timeout leaves no rank behind, waiting in a collective. A
-    forked worker whose server died is an orphan: killed like the others, reaped by init.
-    """
-    import psutil
-
-    try:
-        descendants = psutil.Process(process.pid).children(recursive=True)
-    except psutil.Error:
-        descendants = []
-    groups = {process.pid}
-    for child in descendants:
-        with contextlib.suppress(OSError):
-            groups.add(os.getpgid(child.pid))
-    groups.discard(os.getpgrp())
-    for group in groups:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group, signal.SIGKILL)
-    for child in descendants:
-        with contextlib.suppress(psutil.Error):
-            child.kill()
+    """Kill whatever is left of the worker (its process group and every descendant's group,
+    ``perfgate.runner.lifetime.kill_tree``: no rank or DataLoader worker survives a timeout)
+    and reap it. A forked worker whose server died is an orphan: killed like the others,
+    reaped by init."""
+    kill_tree(process.pid)
     try:
         process.wait()
     except ForkServerLost:

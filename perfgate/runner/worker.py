@@ -41,9 +41,11 @@ from perfgate.distributed.process_group import launched_rank, process_group
 from perfgate.errors import UsageError
 from perfgate.result import write_json_atomic
 from perfgate.runner.canary import SlowdownInjector
+from perfgate.runner.lifetime import die_with_parent
 from perfgate.runner.steady import steady_start
 from perfgate.runner.step_clock import VirtualClock, install_step_clock
 from perfgate.runner.timing import make_timer
+from perfgate.runner.witness import WindowReporter
 from perfgate.workloads.protocol import DistributedContext, TrainingSetup, WorkloadContext
 
 EXIT_ERROR = 1
@@ -186,6 +188,9 @@ def run_repeat(spec: dict[str, Any], distributed: DistributedContext | None) -> 
         phases,
         inject_slowdown=spec.get("inject_slowdown"),
         clock=clock,
+        reporter=WindowReporter(
+            spec.get("clock_witness"), distributed.rank if distributed is not None else 0
+        ),
     )
     document = {
         "status": "ok",
@@ -247,9 +252,15 @@ def measure_steps(
     phases: dict[str, float],
     inject_slowdown: float | None = None,
     clock: VirtualClock | None = None,
+    reporter: WindowReporter | None = None,
 ) -> dict[str, Any]:
     """Warm-up then measured steps, boundaries marked by the device's timer (or the test
     harness's virtual ``clock``, see ``perfgate.runner.step_clock``).
+
+    The ``reporter`` tells the parent when the measured window begins and ends, so that its own
+    clock can check the steps reported here (``perfgate.runner.witness``). On a GPU the queue is
+    drained before the window opens: otherwise the warm-up's kernels, still running behind the
+    host, would sit inside the parent's window but in no measured step.
 
     Losses are kept as detached tensors and read once at the end, so the loop never forces a
     device synchronisation of its own.
@@ -269,7 +280,12 @@ def measure_steps(
             if inject_slowdown:
                 injector = SlowdownInjector(device, inject_slowdown, timer.durations(), clock)
                 timer.mark()
+            elif device == "cuda" and clock is None:
+                _synchronize()
+                timer.mark()  # the drain is charged to no step
             phases["measure_start"] = time.time()
+            if reporter is not None:
+                reporter.begin()
         batch, wait = source.next()
         loss = setup.step(batch)
         losses.append(loss.detach())
@@ -278,8 +294,11 @@ def measure_steps(
             injector.burn()
         timer.mark()
     times = timer.durations()
+    if reporter is not None:
+        reporter.end()
     phases["measure_end"] = time.time()
-    measured = times[warmup + 1 :] if injector else times[warmup:]
+    remarked = injector is not None or (device == "cuda" and clock is None)
+    measured = times[warmup + 1 :] if remarked else times[warmup:]
     return {
         "timer": timer.name,
         "first_step_s": times[0],
@@ -291,6 +310,12 @@ def measure_steps(
         "inject_reference_s": injector.reference_s if injector else None,
         "injected_s_per_step": injector.seconds_per_step if injector else None,
     }
+
+
+def _synchronize() -> None:
+    import torch
+
+    torch.cuda.synchronize()
 
 
 def read_losses(losses: list[Any]) -> list[float | None]:
@@ -397,7 +422,12 @@ def _error_text(exc: BaseException) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """Entry point: ``python -m perfgate.runner.worker SPEC OUT``."""
+    """Entry point: ``python -m perfgate.runner.worker SPEC OUT``.
+
+    First of all the worker arranges to die with the process that started it (perfgate, its
+    fork server, or torchrun's agent for a rank): a worker must never outlive a cancelled run.
+    """
+    die_with_parent()
     spec_path, out_path = Path(argv[0]), Path(argv[1])
     spec = json.loads(spec_path.read_text())
     for entry in reversed(spec.get("python_path", [])):

@@ -52,12 +52,23 @@ class SchemaTooNew(StoreUnavailable):
     """The database was migrated by a newer perfgate: this one cannot read it safely."""
 
 
+SECRET_QUERY_KEYS = ("password", "passwd", "pwd", "sslpassword", "secret", "token")
+"""Query parameters that carry a secret (libpq takes ``?password=…`` as well as ``user:pass@``)."""
+
+
 def masked_url(url: str) -> str:
-    """The URL with any password replaced by ``***``: safe to print and log."""
+    """The URL with any password replaced by ``***`` — in its user part and in its query
+    (``?password=…``, ``?sslpassword=…``): safe to print and log."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
         return "<unparseable database URL>"
+    query = {
+        key: "***" if any(word in key.lower() for word in SECRET_QUERY_KEYS) else value
+        for key, value in parsed.query.items()
+    }
+    rendered = parsed.set(query=query).render_as_string(hide_password=True)
+    return rendered.replace("%2A%2A%2A", "***")  # the query's mask, unescaped for reading
 
 
 def normalise_url(url: str) -> str:
@@ -69,20 +80,28 @@ def normalise_url(url: str) -> str:
     return url
 
 
-def resolve_url(url: str, root: Path) -> str:
-    """Relative SQLite paths are taken from the project root, not the working directory."""
+def parse_url(url: str) -> URL:
+    """The database URL parsed (``postgres://`` meaning psycopg 3) and of a supported database.
+    One that cannot be parsed is a usage error that shows none of it (it may hold a password):
+    SQLAlchemy refuses most with an ArgumentError, but a port that is not a number with a bare
+    ValueError from ``int()``."""
+    fix = (
+        "use sqlite:///path.db or postgresql://user@host:5432/db "
+        "(database_url in the config, or PERFGATE_DATABASE_URL)"
+    )
     try:
         parsed = make_url(normalise_url(url))
-    except ArgumentError:
-        raise UsageError(
-            f"database URL {masked_url(url)} is not a valid URL",
-            "use sqlite:///path.db or postgresql://user@host/db",
-        ) from None
+    except (ArgumentError, ValueError) as exc:
+        why = "its port is not a number" if isinstance(exc, ValueError) else "it is not a URL"
+        raise UsageError(f"the database URL cannot be parsed: {why}", fix) from None
     if parsed.get_backend_name() not in SUPPORTED_BACKENDS:
-        raise UsageError(
-            f"database URL {masked_url(url)} names an unsupported database",
-            "use sqlite:///path.db or postgresql://user@host/db",
-        )
+        raise UsageError(f"database URL {masked_url(url)} names an unsupported database", fix)
+    return parsed
+
+
+def resolve_url(url: str, root: Path) -> str:
+    """Relative SQLite paths are taken from the project root, not the working directory."""
+    parsed = parse_url(url)
     database = _sqlite_file(parsed)
     if database is not None:
         path = Path(database)
@@ -98,7 +117,7 @@ def resolve_url(url: str, root: Path) -> str:
 
 def database_exists(url: str, root: Path) -> bool:
     """False only for a SQLite file that is not there yet: a reader need not create one."""
-    parsed = make_url(normalise_url(url))
+    parsed = parse_url(url)
     database = _sqlite_file(parsed)
     if database is None:
         return True

@@ -12,8 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import update
 from sqlmodel import Session, col, select
 
+from perfgate.store.serialised import StaleRead
 from perfgate.store.tables import (
     BaselineRow,
     BaselineRunRow,
@@ -124,7 +126,7 @@ def _metric_summaries(
 
 
 def live_baseline(session: Session, key: str) -> BaselineRow | None:
-    """The live baseline of ``key``, if any."""
+    """The live baseline of ``key``, if any (never two: ``uq_baselines_live_key``)."""
     return session.exec(
         select(BaselineRow).where(BaselineRow.key == key).where(BaselineRow.status == "live")
     ).first()
@@ -147,19 +149,28 @@ def save_baseline(
     session: Session,
     baseline: BaselineRow,
     members: Sequence[tuple[int, str, bool]],
+    replacing: BaselineRow | None,
     retired_at: str,
 ) -> BaselineRow:
-    """Retire the live baseline of the same key (kept for audit) and add ``baseline``.
+    """Retire ``replacing``, the live baseline the caller decided against (kept for audit), and
+    add ``baseline`` as the key's live one.
 
-    ``members`` are (workload result id, run id, used) triples. The caller commits, so the
-    retirement and the new baseline land together or not at all.
+    ``members`` are (workload result id, run id, used) triples. Raises ``StaleRead`` when
+    ``replacing`` is no longer live, and the flush raises ``IntegrityError`` when another live
+    baseline of the key appeared since the caller read: either way another writer got in
+    between, and the caller's transaction must be run again (``perfgate.store.serialised``),
+    never left to overwrite a retirement or add a second live baseline. The caller commits, so
+    the retirement and the new baseline land together or not at all.
     """
-    previous = live_baseline(session, baseline.key)
-    if previous is not None:
-        previous.status = "retired"
-        previous.retired_at = retired_at
-        session.add(previous)
-        session.flush()
+    if replacing is not None:
+        retired = session.exec(
+            update(BaselineRow)
+            .where(col(BaselineRow.id) == replacing.id)
+            .where(col(BaselineRow.status) == "live")
+            .values(status="retired", retired_at=retired_at)
+        )
+        if retired.rowcount != 1:
+            raise StaleRead(f"baseline {replacing.id} of key {replacing.key} is no longer live")
     session.add(baseline)
     session.flush()
     assert baseline.id is not None

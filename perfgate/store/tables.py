@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index
+from sqlalchemy import JSON, BigInteger, Column, Index, text
 from sqlmodel import Field, SQLModel
 
 
@@ -104,11 +104,29 @@ class MetricSummaryRow(SQLModel, table=True):
     """The per-repeat values (one per ok repeat) the median was taken over."""
 
 
+LIVE_BASELINE_WHERE = "status = 'live'"
+"""The rows the one-live-baseline index covers (SQL, the same for SQLite and PostgreSQL)."""
+
+
 class BaselineRow(SQLModel, table=True):
-    """A baseline for one key; a refresh retires the live one and adds a new one, never edits."""
+    """A baseline for one key; a refresh retires the live one and adds a new one, never edits.
+
+    At most one live baseline per key is the database's rule, not only the refresh's intent:
+    the partial unique index ``uq_baselines_live_key`` (migration 0004) refuses a second one,
+    whoever writes it. Two live baselines made compare read either one (issue 16).
+    """
 
     __tablename__ = "baselines"
-    __table_args__ = (Index("ix_baselines_key_status", "key", "status"),)
+    __table_args__ = (
+        Index("ix_baselines_key_status", "key", "status"),
+        Index(
+            "uq_baselines_live_key",
+            "key",
+            unique=True,
+            sqlite_where=text(LIVE_BASELINE_WHERE),
+            postgresql_where=text(LIVE_BASELINE_WHERE),
+        ),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     key: str = Field(max_length=64)

@@ -1,0 +1,96 @@
+"""The PR comment, rendered by the trusted job from the verdict document, not copied.
+
+The gate job runs the pull request's code; the job that posts the comment holds a write token
+and must run none of it. Posting the ``comment.md`` the gate job wrote would let a pull request
+that controls that job post any text it likes, its own "pass" included. The comment job
+therefore renders the comment itself, with the base branch's perfgate, from the typed fields of
+``verdict.json`` (``perfgate.compare.document.verdict_from_document``) and, optionally, the
+top advice of ``advice.json``: every string goes through the renderer's escaping, and the
+headline, exit code and layout are the renderer's, not the document's.
+
+``python -m perfgate.compare.comment VERDICT --out COMMENT [--advice ADVICE] [--report-url
+URL]`` needs neither torch nor the database libraries (a comment job is a small machine).
+VERDICT may also be the gate's ``error.json`` (nothing could be judged): the comment then says
+so, with the exit code that means usage or infrastructure, never regression.
+Exit codes: 0 written, 2 a bad or missing input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from perfgate.compare.document import (
+    ERROR_SCHEMA,
+    error_from_document,
+    policy_from_document,
+    verdict_from_document,
+)
+from perfgate.errors import ExitCode, PerfgateError
+from perfgate.files import read_json, write_text_atomic
+from perfgate.report.compare_markdown import (
+    AdviceLine,
+    error_markdown,
+    top_advice,
+    verdict_markdown,
+)
+
+VERDICT_FIX = "pass the verdict.json written by perfgate gate or perfgate compare --json"
+ADVICE_FIX = "pass a file written by perfgate advise --json (or perfgate gate's advice.json)"
+
+
+def render_comment(
+    verdict_path: Path, advice_path: Path | None = None, report_url: str | None = None
+) -> str:
+    """The comment's markdown, from the verdict document and (optionally) the advice; from
+    the error document when the gate could judge nothing (``error.json``)."""
+    data = read_json(verdict_path, what="verdict file", fix=VERDICT_FIX)
+    origin = f"verdict file {verdict_path}"
+    if isinstance(data, dict) and data.get("schema") == ERROR_SCHEMA:
+        return error_markdown(error_from_document(data, origin))
+    verdict = verdict_from_document(data, origin)
+    policy = policy_from_document(data, origin)
+    return verdict_markdown(
+        verdict,
+        inconclusive_policy=policy,
+        advice=advice_lines(advice_path),
+        report_link=report_url,
+    )
+
+
+def advice_lines(path: Path | None, label: str = "advice file") -> list[AdviceLine]:
+    """The top advice of an advice document; a bad file is a usage error naming it (``label``:
+    how the message names the file, e.g. the option that gave it)."""
+    if path is None:
+        return []
+    document = read_json(path, what=label, fix=ADVICE_FIX, path_fix=ADVICE_FIX)
+    try:
+        return top_advice(document)
+    except PerfgateError as exc:
+        raise type(exc)(f"{label} {path}: {exc.problem}", ADVICE_FIX) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: write the comment; one line on stderr and exit 2 on bad input."""
+    parser = argparse.ArgumentParser(
+        prog="python -m perfgate.compare.comment", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("verdict", type=Path, help="verdict.json")
+    parser.add_argument("--out", type=Path, required=True, help="where to write the markdown")
+    parser.add_argument("--advice", type=Path, help="advice.json (its top advice is shown)")
+    parser.add_argument("--report-url", help="where the HTML report is published")
+    args = parser.parse_args(argv)
+    try:
+        text = render_comment(args.verdict, args.advice, args.report_url)
+        write_text_atomic(args.out, text, option="--out")
+    except PerfgateError as exc:
+        print(f"error: {exc.one_line()}", file=sys.stderr)
+        return int(ExitCode.USAGE if exc.exit_code == ExitCode.USAGE else exc.exit_code)
+    print(f"comment: {args.out}")
+    return int(ExitCode.OK)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
