@@ -875,3 +875,46 @@ def test_a_bug_in_a_real_process_is_exit_5_and_a_log(project: Path) -> None:
     logs = list((project / "tmp").glob(f"{INTERNAL_LOG_PREFIX}*.log"))
     assert len(logs) == 1 and str(logs[0]) in line
     assert "ZeroDivisionError" in logs[0].read_text()
+
+
+# --- the pull-request gate ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--base-ref", "no-such-ref"), "git ref 'no-such-ref' names no commit"),
+        (("--base-ref", "HEAD", "--suite", "../../elsewhere"), "is not a valid name"),
+        (("--base-ref", "HEAD", "-w", "/etc/passwd"), "is not a valid name"),
+        (("--base-ref", "HEAD", "--inconclusive", "maybe"), "is not allowed"),
+        (("--base-ref", "HEAD", "--rounds", "3"), "can never show a significant change"),
+        (("--base-ref", "HEAD", "--budget", "inf"), "--budget"),
+        (
+            ("--base-ref", "HEAD", "--config", "/nowhere/pyproject.toml"),
+            "is outside the repository",
+        ),
+    ],
+)
+def test_the_gate_refuses_bad_input_before_measuring(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], needle: str
+) -> None:
+    """Each refusal writes the error document the comment job renders, and nothing else."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty",
+         "-m", "empty"],
+        cwd=tmp_path, check=True,
+    )  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "gate-out"
+    ended = invoke("gate", *args, "--no-advise", "--out", str(out))
+    assert_refused(ended, needle=needle)
+    assert sorted(p.name for p in out.iterdir()) == ["SHA256SUMS", "comment.md", "error.json"]
+    assert json.loads((out / "error.json").read_text())["exit_code"] == 2
+
+
+def test_the_gate_outside_a_repository_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert_refused(invoke("gate", "--base-ref", "main", "--no-advise"), needle="not inside a git")

@@ -13,6 +13,7 @@ from perfgate.distributed.launch import rank_output_path, rank_trace_path, torch
 from perfgate.distributed.ranks import combine_ranks, read_rank_documents
 from perfgate.distributed.summary import distributed_summary
 from perfgate.result import RankResult, RepeatResult, load_result, result_from_dict
+from perfgate.runner.pycommand import module_command
 
 DATA = Path(__file__).parent / "data"
 
@@ -79,9 +80,11 @@ def test_documents_are_read_per_rank_and_garbage_is_absent(tmp_path: Path) -> No
 
 def test_torchrun_is_the_launcher() -> None:
     command = torchrun_command(4, Path("s.json"), Path("o.json"))
-    assert command[1:4] == ["-m", "perfgate.distributed.torchrun", "--standalone"]
+    launcher = module_command("perfgate.distributed.torchrun")
+    assert command[: len(launcher)] == launcher and command[len(launcher)] == "--standalone"
     assert "--nproc-per-node=4" in command and "--max-restarts=0" in command
-    assert command[-4:] == ["-m", "perfgate.runner.worker", "s.json", "o.json"]
+    rank = module_command("perfgate.runner.worker", "s.json", "o.json")
+    assert command[-len(rank) - 1 :] == ["--no-python", *rank]
 
 
 def _repeat(index: int, medians: list[float], windows: list[dict[str, Any] | None]) -> RepeatResult:

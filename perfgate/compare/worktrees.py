@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfgate.errors import InfrastructureError, UsageError
+from perfgate.runner.source import GIT
 
 GIT_TIMEOUT_S = 120
 
@@ -34,7 +35,8 @@ def repository_root(start: Path) -> Path:
     top = _git(start, "rev-parse", "--show-toplevel", check=False)
     if top is None:
         raise UsageError(
-            f"{start} is not inside a git repository", "run compare --ab from your repository"
+            f"{start} is not inside a git repository",
+            "run perfgate from inside the repository whose refs it compares",
         )
     return Path(top)
 
@@ -73,7 +75,7 @@ def _git(cwd: Path, *args: str, check: bool = True) -> str | None:
     """Run git; stdout on success. ``check`` turns a failure into an infrastructure error."""
     try:
         completed = subprocess.run(
-            ["git", *args],
+            [*GIT, *args],
             cwd=cwd,
             capture_output=True,
             text=True,

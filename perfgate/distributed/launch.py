@@ -11,12 +11,12 @@ timeout on the whole tree (see ``perfgate.runner.process``).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfgate.distributed.process_group import resolve_backend
+from perfgate.runner.pycommand import module_command
 
 if TYPE_CHECKING:
     from perfgate.runner.plan import PlannedWorkload
@@ -27,19 +27,15 @@ MONITOR_INTERVAL_S = 0.1
 
 def torchrun_command(nproc_per_node: int, spec_path: Path, out_path: Path) -> list[str]:
     """The command that runs one repeat on ``nproc_per_node`` ranks of this machine."""
-    return [
-        sys.executable,
-        "-m",
+    return module_command(
         "perfgate.distributed.torchrun",
         "--standalone",
         f"--nproc-per-node={nproc_per_node}",
         "--max-restarts=0",
         f"--monitor-interval={MONITOR_INTERVAL_S}",
-        "-m",
-        "perfgate.runner.worker",
-        str(spec_path),
-        str(out_path),
-    ]
+        "--no-python",  # each rank's own command line, also kept off the working directory
+        *module_command("perfgate.runner.worker", str(spec_path), str(out_path)),
+    )
 
 
 def rank_output_path(out_path: Path, rank: int) -> Path:

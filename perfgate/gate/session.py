@@ -41,12 +41,20 @@ from perfgate.compare.comment import advice_lines
 from perfgate.compare.document import error_document
 from perfgate.compare.membership import GatedWorkload, base_plan
 from perfgate.compare.outputs import write_error_comment, write_html, write_outputs
-from perfgate.compare.session import ABLimits, BaselineChoice, Judgement, judge_with_trusted
+from perfgate.compare.sequential import ab_budget
+from perfgate.compare.session import (
+    ABLimits,
+    BaselineChoice,
+    Judgement,
+    judge_with_trusted,
+    policy_from,
+)
 from perfgate.compare.trusted import TrustedInputs, head_view, trusted_from
 from perfgate.compare.worktrees import checked_out, repository_root
 from perfgate.config import Config, load_config
 from perfgate.errors import ExitCode, PerfgateError, UsageError
 from perfgate.files import write_text_atomic
+from perfgate.names import check_name
 from perfgate.result import RunResult, write_json_atomic, write_result
 from perfgate.run import prepare, resolve_device, run_fingerprint, utc_now
 from perfgate.runner.interleave import InterleaveObserver
@@ -147,6 +155,7 @@ run, nor one planted there, survives to be read as this run's)."""
 
 
 def _gate(request: GateRequest, observers: GateObservers, spared: set[int]) -> GateOutcome:
+    _check_flags(request)
     cwd = Path.cwd()
     repo = repository_root(cwd)
     with checked_out(repo, [request.base_ref]) as (base,):
@@ -182,6 +191,18 @@ def _gate(request: GateRequest, observers: GateObservers, spared: set[int]) -> G
         )
     kill_strays(spared)
     return _write(request, judgement, advice, notes)
+
+
+def _check_flags(request: GateRequest) -> None:
+    """The command line's own values, refused before anything is checked out or measured."""
+    if request.suite is not None:
+        check_name(request.suite, "--suite")
+    for entry in request.workloads:
+        for part in entry.split("@", 1):
+            check_name(part, "--workload")
+    if request.inconclusive is not None:
+        policy_from(request.inconclusive)
+    ab_budget(Config(root=Path.cwd()), "cpu", rounds=request.rounds, budget_s=request.budget_s)
 
 
 def _base_config(repo: Path, base: Path, cwd: Path, config: Path | None) -> Config:

@@ -91,6 +91,7 @@ from perfgate.runner.lifetime import (
     track,
     untrack,
 )
+from perfgate.runner.pycommand import module_command
 
 START_ENV = "PERFGATE_WORKER_START"
 """``fork`` (the default, on Linux only) or ``spawn`` (``python -m perfgate.runner.worker``)."""
@@ -100,9 +101,9 @@ SERVER_IMPORTS = ("torch", "torch._dynamo", "perfgate.runner.worker")
 the CI machine), ``torch._dynamo`` (1.0 s; ``torch.optim.Optimizer`` imports it when a factory
 builds its optimizer) and the worker (whose own imports are light: it imports torch lazily)."""
 
-SERVER_COMMAND = (sys.executable, "-m", "perfgate.runner.forkserver")
-"""The server's command line: like a spawned worker's, so ``sys.path`` starts alike (with the
-working directory, which the server is started in)."""
+SERVER_COMMAND = tuple(module_command("perfgate.runner.forkserver"))
+"""The server's command line: like a spawned worker's, so ``sys.path`` starts alike (without
+the working directory, ``perfgate.runner.pycommand``)."""
 
 HANDSHAKE_TIMEOUT_S = 120.0
 """Longest wait for the server to be ready, or to answer a start (it forks at once): far

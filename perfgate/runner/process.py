@@ -25,7 +25,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from perfgate.errors import UsageError
 from perfgate.runner.environment import worker_environment
 from perfgate.runner.forkserver import ForkedWorker, ForkServer, ForkServerLost
 from perfgate.runner.lifetime import child_environment, kill_tree, tracked
+from perfgate.runner.pycommand import module_command
 from perfgate.runner.strays import adopt_orphans, descendants, kill_strays
 from perfgate.runner.witness import ClockWitness, window_problem
 from perfgate.telemetry.sampler import TelemetrySampler
@@ -99,7 +99,7 @@ def run_worker(
     command = (
         torchrun_command(world_size, spec_path, out_path)
         if world_size
-        else [sys.executable, "-m", "perfgate.runner.worker", str(spec_path), str(out_path)]
+        else module_command("perfgate.runner.worker", str(spec_path), str(out_path))
     )
     adopt_orphans()  # a process the worker detaches (setsid) stays ours to find and kill
     before = descendants()

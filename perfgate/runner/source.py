@@ -9,6 +9,10 @@ from pathlib import Path
 
 from perfgate.result import SourceInfo
 
+GIT = ("git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
+"""git, with the settings that run programs turned off: the code under test runs as the same
+user and could have written ``core.fsmonitor`` (run by ``git status``) into ``.git/config``."""
+
 _TRIGGERS = {"pull_request": "pr", "pull_request_target": "pr", "schedule": "nightly"}
 
 
@@ -49,7 +53,7 @@ def _origin(cwd: Path) -> str | None:
 def _git(cwd: Path, *args: str) -> str | None:
     try:
         completed = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False
+            [*GIT, *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -1,0 +1,394 @@
+"""The parts of the untrusted-PR defences, each alone and fast: names, the trusted database,
+membership, the worker's environment, the clock witness, the verdict document read back,
+the comment renderer, module discovery without imports, the safe module command, strays."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from synthetic import synthetic_run
+from test_compare_markdown import twelve_metrics
+
+from perfgate.baseline.export import snapshot_path
+from perfgate.compare import comment
+from perfgate.compare.document import (
+    error_document,
+    error_from_document,
+    verdict_document,
+    verdict_from_document,
+)
+from perfgate.compare.gate import CompareVerdict, WorkloadVerdict, compare_runs
+from perfgate.compare.membership import GatedWorkload, with_membership
+from perfgate.compare.trusted import trusted_database_url
+from perfgate.config import Config, _build
+from perfgate.errors import InfrastructureError, UsageError
+from perfgate.names import check_key, check_name, confined, is_name
+from perfgate.result import RunResult, json_ready
+from perfgate.runner.environment import worker_environment
+from perfgate.runner.pycommand import module_command
+from perfgate.runner.strays import adopt_orphans, descendants, kill_strays
+from perfgate.runner.witness import (
+    ABSOLUTE_TOLERANCE_S,
+    ClockWitness,
+    WindowReporter,
+    window_problem,
+)
+from perfgate.store.engine import masked_url
+from perfgate.workloads.user import locate_module
+
+# --- names ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["gpt", "mlp@smoke"[:3], "my-suite.v2", "A_1", "x" * 100])
+def test_plain_names_are_names(name: str) -> None:
+    assert check_name(name, "suite") == name
+
+
+@pytest.mark.parametrize(
+    "name", ["", "..", "../x", "/abs", "a/b", ".hidden", "-flag", "a b", "x" * 101, "[/x]", None]
+)
+def test_path_like_names_are_refused(name: object) -> None:
+    with pytest.raises(UsageError, match="is not a valid name"):
+        check_name(name, "suite", "perfgate.toml")
+
+
+@given(st.text(max_size=20))
+@settings(max_examples=200, derandomize=True, deadline=None)
+def test_no_valid_name_leaves_its_folder(
+    tmp_path_factory: pytest.TempPathFactory, text: str
+) -> None:
+    folder = tmp_path_factory.getbasetemp() / "names"
+    if is_name(text):
+        assert confined(folder, text).parent == folder
+        assert "/" not in text and not text.startswith(".")
+
+
+def test_snapshot_paths_stay_in_the_snapshot_folder(tmp_path: Path) -> None:
+    key = "a" * 64
+    assert snapshot_path(tmp_path, "pr", key) == tmp_path / "pr" / f"{key}.json"
+    for suite in ("../outside", "/etc", "a/b"):
+        with pytest.raises(UsageError):
+            snapshot_path(tmp_path, suite, key)
+    with pytest.raises(UsageError, match="SHA-256"):
+        snapshot_path(tmp_path, "pr", "../../" + "a" * 58)
+    with pytest.raises(UsageError, match="leads outside"):
+        confined(tmp_path, "..", "x")
+    assert check_key(key) == key
+
+
+@pytest.mark.parametrize(
+    ("table", "needle"),
+    [
+        ({"suite": "../../elsewhere"}, "suite '../../elsewhere'"),
+        ({"suites": {"/abs": ["mlp"]}}, "suite '/abs'"),
+        ({"suites": {"pr": ["../mlp"]}}, "workload in suite pr '../mlp'"),
+        ({"suites": {"pr": ["mlp@../x"]}}, "preset of mlp in suite pr '../x'"),
+        ({"workloads": {"a/b": {"factory": "m:f"}}}, "workload 'a/b'"),
+    ],
+)
+def test_configured_names_are_checked(
+    tmp_path: Path, table: dict[str, object], needle: str
+) -> None:
+    with pytest.raises(UsageError, match="is not a valid name") as raised:
+        _build(table, tmp_path, tmp_path / "perfgate.toml", {})
+    assert needle in raised.value.problem
+
+
+# --- the trusted database ---------------------------------------------------------------------
+
+
+def test_the_trusted_database_is_the_jobs_or_the_bases_never_the_heads(tmp_path: Path) -> None:
+    base = Config(root=tmp_path / "base", database_url="sqlite:///.perfgate/gate.db")
+    head_root = tmp_path / "head"
+    from_base = trusted_database_url(head_root, base, environ={})
+    assert from_base == f"sqlite:///{(tmp_path / 'base' / '.perfgate' / 'gate.db').resolve()}"
+    assert str(head_root) not in from_base
+    secret = "postgresql://ci:pw@db.example/perf"
+    assert trusted_database_url(head_root, base, {"PERFGATE_DATABASE_URL": secret}) == secret
+    relative = trusted_database_url(head_root, base, {"PERFGATE_DATABASE_URL": "sqlite:///x.db"})
+    assert relative == f"sqlite:///{(head_root / 'x.db').resolve()}"  # the job's own folder
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://u:hunter2@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://u@h/db?password=hunter2&sslmode=require", "password=***&sslmode=require"),
+        ("postgresql://u@h/db?sslpassword=hunter2", "sslpassword=***"),
+        ("postgresql://u@h:abc/db?password=hunter2", "<unparseable database URL>"),
+    ],
+)
+def test_every_password_form_is_masked(url: str, shown: str) -> None:
+    masked = masked_url(url)
+    assert shown in masked and "hunter2" not in masked
+
+
+# --- membership -----------------------------------------------------------------------------
+
+GATED = [GatedWorkload(name="mlp", preset="smoke", definition_hash="a" * 64)]
+
+
+def _judged(head_level: float = 0.1) -> tuple[CompareVerdict, RunResult]:
+    from perfgate.compare.baseline_source import from_result
+
+    base, head = synthetic_run(0.1, 1), synthetic_run(head_level, 2)
+    return compare_runs(head, from_result(base, "base"), require_baseline=False), head
+
+
+def test_a_gated_workload_the_head_did_not_measure_fails_the_gate() -> None:
+    verdict, head = _judged()
+    head = replace(head, workloads=[])
+    gated = with_membership(verdict, head, GATED, "main")
+    (missing,) = gated.workloads
+    assert missing.status == "missing" and gated.overall == "regression"
+    assert "dropped or renamed" in missing.notes[0]
+    assert gated.notes[0].startswith("the gate fails: mlp of main's suite")
+    reason = with_membership(verdict, head, GATED, "main", {"mlp": "no attribute"})
+    assert "cannot be measured at head: no attribute" in reason.workloads[0].notes[0]
+
+
+def test_another_preset_or_a_changed_definition_is_never_a_plain_pass() -> None:
+    verdict, head = _judged()
+    assert verdict.overall == "pass"
+    other_preset = [replace(GATED[0], preset="full")]
+    assert with_membership(verdict, head, other_preset, "main").workloads[0].status == "missing"
+    changed = [replace(GATED[0], definition_hash="b" * 64)]
+    judged = with_membership(verdict, head, changed, "main")
+    assert judged.workloads[0].status == "definition_changed"
+    assert judged.overall == "inconclusive" and not judged.workloads[0].comparisons
+    same = with_membership(verdict, head, GATED, "main")
+    assert same.workloads == verdict.workloads and same.overall == "pass"
+
+
+def test_workloads_the_base_does_not_gate_are_kept_but_cannot_excuse_a_missing_one() -> None:
+    verdict, head = _judged()
+    gated = [GatedWorkload(name="gpt", preset="smoke", definition_hash="c" * 64)]
+    judged = with_membership(verdict, head, gated, "main")
+    assert [w.name for w in judged.workloads] == ["gpt", "mlp"]
+    assert judged.overall == "regression"
+
+
+# --- the worker's environment ---------------------------------------------------------------
+
+
+def test_workers_get_the_allow_list_and_never_a_secret() -> None:
+    parent = {
+        "PATH": "/usr/bin",
+        "OMP_NUM_THREADS": "2",
+        "CUDA_VISIBLE_DEVICES": "0",
+        "PERFGATE_DATABASE_URL": "postgresql://u:pw@h/db",
+        "GITHUB_TOKEN": "ghs_x",
+        "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "PGPASSWORD": "x",
+        "HOME": "/root",
+        "DATASET_ROOT": "/data",
+        "MY_API_KEY": "x",
+        "RANDOM_THING": "x",
+    }
+    seen = worker_environment(parent, ["DATASET_*", "MY_API_KEY"])
+    assert seen == {
+        "PATH": "/usr/bin",
+        "OMP_NUM_THREADS": "2",
+        "CUDA_VISIBLE_DEVICES": "0",
+        "HOME": "/root",
+        "DATASET_ROOT": "/data",
+    }
+
+
+# --- the clock witness ----------------------------------------------------------------------
+
+
+@given(
+    steps=st.lists(st.floats(0.0005, 2.0), min_size=1, max_size=50),
+    delay=st.floats(0.0, ABSOLUTE_TOLERANCE_S * 0.99),
+)
+@settings(max_examples=300, derandomize=True, deadline=None)
+def test_honest_steps_fit_the_window_despite_a_late_marker(
+    steps: list[float], delay: float
+) -> None:
+    assert window_problem({0: sum(steps) + delay}, {0: steps}) is None
+
+
+@given(
+    steps=st.lists(st.floats(0.0005, 2.0), min_size=1, max_size=50),
+    hidden=st.floats(0.06, 0.95),
+)
+@settings(max_examples=300, derandomize=True, deadline=None)
+def test_time_left_out_of_the_steps_is_found(steps: list[float], hidden: float) -> None:
+    """``hidden`` of the window (6 % to 95 %) is missing from the reported steps: beyond the
+    5 % share plus 50 ms once the window is long enough for it to show."""
+    reported = sum(steps)
+    window = reported / (1 - hidden)
+    problem = window_problem({0: window}, {0: steps})
+    if window - reported > 0.05 * window + ABSOLUTE_TOLERANCE_S:
+        assert problem is not None and "disagrees with the parent's" in problem
+    else:
+        assert problem is None
+
+
+def test_a_missing_or_inflated_window_is_a_problem() -> None:
+    assert "never reached the parent" in str(window_problem({}, {0: [0.1]}))
+    assert "rank 1's" in str(window_problem({0: 0.3, 1: 0.3}, {0: [0.3], 1: [0.1]}))
+    assert "adds up" not in str(window_problem({0: 0.1}, {0: [0.5]}))
+    assert window_problem({0: 0.1}, {0: [0.5]}) is not None
+
+
+def test_the_witness_stamps_the_markers_with_the_parents_clock(tmp_path: Path) -> None:
+    with ClockWitness(tmp_path, "repeat") as witness:
+        reporter = WindowReporter(str(witness.path), rank=0)
+
+        def worker() -> None:
+            reporter.begin()
+            time.sleep(0.2)
+            reporter.end()
+
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+        deadline = time.monotonic() + 10
+        while 0 not in witness.windows() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        window = witness.windows()[0]
+    assert 0.2 <= window < 5.0
+    assert not witness.path.exists()
+    WindowReporter(str(tmp_path / "gone"), 0).begin()  # no reader: silently nothing
+
+
+# --- documents read back --------------------------------------------------------------------
+
+
+def test_a_verdict_document_reads_back_as_the_same_verdict() -> None:
+    verdict = twelve_metrics()
+    document = json.loads(json.dumps(verdict_document(verdict, "fail")))
+    assert verdict_from_document(document) == verdict
+    assert json_ready(verdict_document(verdict_from_document(document), "fail")) == document
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"schema": "perfgate.advice"}, "schema is not"),
+        ({"schema_version": 99}, "schema version 99"),
+        ({"overall": "great"}, "overall is 'great'"),
+        ({"workloads": [{"name": "x", "status": "compared", "comparisons": [{}]}]}, "quality"),
+        ({"notes": ["fine", 3]}, "notes holds something other than text"),
+    ],
+)
+def test_a_malformed_verdict_document_is_a_usage_error(
+    change: dict[str, object], needle: str
+) -> None:
+    document = {**verdict_document(twelve_metrics(), "exit4"), **change}
+    with pytest.raises(UsageError, match=needle):
+        verdict_from_document(document)
+
+
+def test_an_error_document_reads_back_and_never_as_a_verdict() -> None:
+    error = InfrastructureError("head workloads did not run", "fix them")
+    back = error_from_document(error_document(error))
+    assert isinstance(back, InfrastructureError) and back.one_line() == error.one_line()
+    with pytest.raises(UsageError, match="not a usage"):
+        error_from_document({**error_document(error), "exit_code": 1})
+
+
+def test_the_comment_module_renders_verdicts_and_errors(tmp_path: Path) -> None:
+    verdict_path, error_path = tmp_path / "verdict.json", tmp_path / "error.json"
+    verdict_path.write_text(json.dumps(verdict_document(twelve_metrics(), "exit4")))
+    error_path.write_text(json.dumps(error_document(UsageError("bad [link](x)", "fix"))))
+    out = tmp_path / "comment.md"
+    assert comment.main([str(verdict_path), "--out", str(out)]) == 0
+    assert out.read_text().startswith("## perfgate: regression")
+    assert comment.main([str(error_path), "--out", str(out)]) == 0
+    assert out.read_text().startswith("## perfgate: error") and "[link](x)" not in out.read_text()
+    assert comment.main([str(tmp_path / "missing.json"), "--out", str(out)]) == 2
+
+
+# --- running nothing of the checkout under test -----------------------------------------------
+
+
+def test_finding_a_factory_module_imports_nothing(tmp_path: Path) -> None:
+    package = tmp_path / "teampkg"
+    (package / "bench").mkdir(parents=True)
+    marker = tmp_path / "imported"
+    (package / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (package / "bench" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (package / "bench" / "work.py").write_text("def make(ctx): ...\n")
+    found = locate_module("teampkg.bench.work:make", tmp_path)
+    assert found == (package / "bench" / "work.py").resolve()
+    assert not marker.exists() and "teampkg" not in sys.modules
+    with pytest.raises(UsageError, match=r"cannot find workload module 'teampkg\.nope'"):
+        locate_module("teampkg.nope:make", tmp_path)
+
+
+def test_perfgates_modules_start_without_the_working_directory_on_their_path(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "json").mkdir()
+    (tmp_path / "json" / "__init__.py").write_text("raise SystemExit('shadowed by the checkout')\n")
+    completed = subprocess.run(
+        module_command("json.tool", "--help"), cwd=tmp_path, capture_output=True, text=True
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "shadowed" not in completed.stdout + completed.stderr
+
+
+DETACH = """
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        print(os.getpid(), flush=True)
+        os.close(1)
+        os.close(2)
+        time.sleep(120)
+    os._exit(0)
+os.wait()
+"""
+
+
+def test_a_detached_grandchild_is_adopted_and_killed() -> None:
+    assert adopt_orphans()
+    spared = descendants()
+    child = subprocess.run(
+        [sys.executable, "-c", DETACH], capture_output=True, text=True, timeout=60
+    )
+    daemon = int(child.stdout.split()[0])
+    assert daemon in descendants()  # re-parented to this process, not to init
+    assert daemon in kill_strays(spared)
+    assert not Path(f"/proc/{daemon}").exists() or _zombie_gone(daemon)
+
+
+def _zombie_gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def test_os_environ_is_untouched_by_the_allow_list() -> None:
+    before = dict(os.environ)
+    worker_environment(os.environ, ["*"])
+    assert dict(os.environ) == before
+
+
+def test_workload_verdict_statuses_render_in_the_terminal_table() -> None:
+    from perfgate.report.compare_table import verdict_table
+
+    verdict = CompareVerdict(
+        overall="regression",
+        head_run_id="r",
+        workloads=[WorkloadVerdict(name="[/x]", status="missing", notes=["gone"])],
+        environment_differences=[],
+    )
+    assert verdict_table(verdict).row_count == 2
