@@ -154,34 +154,60 @@ def history_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
         yield url
 
 
-def refresh_when_released(url: str, root: str, start: Barrier, done: Queue) -> None:
-    """Worker: open the store, wait for every process, refresh; report the actions or the
-    traceback (a worker that raised must fail the test, not hang it)."""
+def serve_refreshes(commands: Queue, start: Barrier, done: Queue) -> None:
+    """Worker: for each ``(url, root)`` received, open the store, wait for every worker,
+    refresh, and report the actions or the traceback (a worker that raised must fail the
+    test, not hang it); None ends it."""
+    while (job := commands.get()) is not None:
+        url, root = job
+        try:
+            engine = make_engine(url, Path(root))
+            start.wait(timeout=120)
+            outcomes = refresh_baselines(engine, "main")
+            engine.dispose()
+            done.put([(o.workload, o.action) for o in outcomes])
+        except BaseException:
+            done.put(traceback.format_exc())
+
+
+class RefreshPool:
+    """``PROCESSES`` spawned processes (no state shared through fork), started once for the
+    module: a process pays its imports (scipy, ruptures, SQLAlchemy: 1.3-2.7 s on the CI
+    machine) once, not once per trial, and every trial still releases them together."""
+
+    def __init__(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._start = context.Barrier(PROCESSES)
+        self._done: Queue = context.Queue()
+        self._commands: list[Queue] = [context.Queue() for _ in range(PROCESSES)]
+        self._workers = [
+            context.Process(target=serve_refreshes, args=(commands, self._start, self._done))
+            for commands in self._commands
+        ]
+        for worker in self._workers:
+            worker.start()
+
+    def refresh_concurrently(self, url: str, root: Path) -> list[list[tuple[str, str]] | str]:
+        """Every process refreshes ``url`` at once; their reports."""
+        for commands in self._commands:
+            commands.put((url, str(root)))
+        return [self._done.get(timeout=300) for _ in self._workers]
+
+    def close(self) -> None:
+        for commands in self._commands:
+            commands.put(None)
+        for worker in self._workers:
+            worker.join(timeout=30)
+            assert worker.exitcode == 0
+
+
+@pytest.fixture(scope="module")
+def refresh_pool() -> Iterator[RefreshPool]:
+    pool = RefreshPool()
     try:
-        engine = make_engine(url, Path(root))
-        start.wait(timeout=120)
-        outcomes = refresh_baselines(engine, "main")
-        engine.dispose()
-        done.put([(o.workload, o.action) for o in outcomes])
-    except BaseException:
-        done.put(traceback.format_exc())
-
-
-def refresh_concurrently(url: str, root: Path) -> list[list[tuple[str, str]] | str]:
-    """Spawned processes (no state shared through fork), released together by a barrier."""
-    context = multiprocessing.get_context("spawn")
-    start, done = context.Barrier(PROCESSES), context.Queue()
-    workers = [
-        context.Process(target=refresh_when_released, args=(url, str(root), start, done))
-        for _ in range(PROCESSES)
-    ]
-    for worker in workers:
-        worker.start()
-    reports = [done.get(timeout=300) for _ in workers]
-    for worker in workers:
-        worker.join(timeout=30)
-        assert worker.exitcode == 0
-    return reports
+        yield pool
+    finally:
+        pool.close()
 
 
 def live_per_workload(url: str) -> dict[str, int]:
@@ -193,10 +219,10 @@ def live_per_workload(url: str) -> dict[str, int]:
 @pytest.mark.slow
 @pytest.mark.parametrize("trial", range(TRIALS))
 def test_concurrent_refreshes_leave_one_live_baseline_per_key(
-    history_url: str, tmp_path: Path, trial: int
+    history_url: str, tmp_path: Path, trial: int, refresh_pool: RefreshPool
 ) -> None:
     """Six refreshes at once: one moves or creates each baseline, the five others find it done."""
-    reports = refresh_concurrently(history_url, tmp_path)
+    reports = refresh_pool.refresh_concurrently(history_url, tmp_path)
     failures = [report for report in reports if isinstance(report, str)]
     assert failures == []
     actions = Counter(pair for report in reports for pair in report)
