@@ -132,8 +132,8 @@ def demo_report(directory: Path) -> str:
     """The demo page (see the module docstring), rendered from real documents."""
     from perfgate.baseline.refresh import refresh_baselines
     from perfgate.compare.baseline_source import from_database
-    from perfgate.compare.document import verdict_document
     from perfgate.compare.gate import compare_runs
+    from perfgate.documents.verdict import verdict_document
     from perfgate.report.history import load_histories
     from perfgate.report.html_report import render_html
     from perfgate.report.page import build_page

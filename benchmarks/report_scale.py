@@ -50,8 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.compare.baseline_source import from_result
-from perfgate.compare.document import verdict_document
 from perfgate.compare.gate import compare_runs
+from perfgate.documents.verdict import verdict_document
 from perfgate.report import charts
 from perfgate.report.history import HistoryRun, WorkloadHistory
 from perfgate.report.html_report import render_html

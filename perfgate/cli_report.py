@@ -26,10 +26,10 @@ def report_command(
     from perfgate.cli_console import guarded, say
 
     def action() -> tuple[Path, str]:
-        from perfgate.compare.document import VERDICT_SCHEMA, verdict_from_document
         from perfgate.config import load_config
+        from perfgate.documents.verdict import VERDICT
         from perfgate.files import check_output_path
-        from perfgate.report.documents import advice_beside, read_document
+        from perfgate.report.documents import advice_beside
         from perfgate.report.html_report import stored_histories, write_report
         from perfgate.result import load_result
         from perfgate.run import utc_now
@@ -39,8 +39,7 @@ def report_command(
         heads = [load_result(path) for path in results]
         verdict_doc: dict[str, Any] | None = None
         if verdict is not None:
-            verdict_doc = read_document(verdict, VERDICT_SCHEMA, "perfgate compare --json")
-            verdict_from_document(verdict_doc, str(verdict))  # every field the page reads
+            verdict_doc = VERDICT.dump(VERDICT.load(verdict, "verdict file"))
         histories, note = (
             stored_histories(settings.database_url, settings.root, heads, branch, history_runs)
             if history

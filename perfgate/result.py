@@ -4,35 +4,33 @@ One JSON file per ``perfgate run``. It holds every raw per-step sample, the tele
 environment fingerprint and the source revision, so any later stage can recompute what it needs
 without going back to the machine that measured it.
 
-Format history (``SCHEMA_VERSION``):
+Format history (:data:`RESULT`, ``perfgate.documents.base`` for the compatibility rule):
 
-- 1 (perfgate 0.1, 2026-11): first version; ``source.subject`` (optional) added 2026-11-30;
-  distributed runs (optional, written only when set) added 2026-12-01: ``settings.nproc_per_node``,
-  ``repeat.slowest_rank`` and ``repeat.ranks``, and the summary's ``world_size``,
-  ``rank_spread``, ``communication_*`` and ``rank_imbalance``; measured ceilings (optional,
-  written only when set) added 2026-12-02: the summary's ``ceiling_tflops``, ``ceiling_fraction``
-  and ``ceiling_measured_at``; measurement conditions (optional) added 2026-12-03:
-  ``repeat.conditions`` and the ``virtual`` timer of the test harness's step clock.
+- 1.0 (perfgate 0.1, 2026-11): first version.
+- 1.1 (2026-11-30): ``source.subject`` (optional).
+- 1.2 (2026-12-01): distributed runs (optional, written only when set):
+  ``settings.nproc_per_node``, ``repeat.slowest_rank`` and ``repeat.ranks``, and the summary's
+  ``world_size``, ``rank_spread``, ``communication_*`` and ``rank_imbalance``.
+- 1.3 (2026-12-01): measured ceilings (optional, written only when set): the summary's
+  ``ceiling_tflops``, ``ceiling_fraction`` and ``ceiling_measured_at``.
+- 1.4 (2026-12-02): measurement conditions (optional): ``repeat.conditions`` and the
+  ``virtual`` timer of the test harness's step clock; the header's ``schema_minor``.
 
-Readers call :func:`load_result`, which validates against ``schema/result-v1.json`` and refuses
-documents from a newer perfgate with a clear error, instead of misreading them.
+Readers call :func:`load_result` (:data:`RESULT`'s reader, then :func:`check_measurements`):
+a document from a newer major version is refused with a clear error instead of misread; one of
+a newer minor is read, its unknown fields ignored.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass, field
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from perfgate.documents.base import DocumentKind, build
 from perfgate.errors import InfrastructureError, UsageError
 from perfgate.files import read_json, write_text_atomic
-
-SCHEMA_NAME = "perfgate.result"
-SCHEMA_VERSION = 1
 
 RepeatStatus = Literal["ok", "error", "crashed", "timeout"]
 WorkloadStatus = Literal["ok", "error", "crashed", "timeout", "skipped"]
@@ -268,8 +266,6 @@ class RunResult:
     source: SourceInfo
     environment: dict[str, Any]
     workloads: list[WorkloadResult]
-    schema: str = SCHEMA_NAME
-    schema_version: int = SCHEMA_VERSION
 
     @property
     def status(self) -> Literal["ok", "partial", "failed"]:
@@ -280,14 +276,15 @@ class RunResult:
         return "failed" if ok == 0 else "partial"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (the on-disk form), with the derived ``status`` included.
+        """The on-disk form (:data:`RESULT`'s header, then the fields), with the derived
+        ``status`` included.
 
         Fields added to version 1 for distributed runs and measured ceilings are written only
         when they hold a value, so a single-process run without ceilings is the document an
         older perfgate wrote, byte for byte (its stored digest still matches when it is
         ingested again).
         """
-        data = asdict(self)
+        data = {**RESULT.header(), **asdict(self)}
         data["status"] = self.status
         _drop_defaults(data["settings"], {"nproc_per_node": 1})
         for workload in data["workloads"]:
@@ -319,46 +316,25 @@ def _drop_defaults(data: dict[str, Any], defaults: dict[str, Any]) -> None:
             del data[key]
 
 
-@cache
-def json_schema() -> dict[str, Any]:
-    """The JSON Schema of the current document version, shipped inside the package."""
-    text = resources.files("perfgate").joinpath("schema/result-v1.json").read_text()
-    schema: dict[str, Any] = json.loads(text)
-    return schema
-
-
 def validate_document(data: Any, origin: str = "result document") -> None:
-    """Check ``data`` against the schema; a clear one-line UsageError when it does not fit."""
-    import jsonschema
-
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA_NAME:
-        raise UsageError(
-            f"{origin} is not a perfgate result document", "pass a file from perfgate run"
-        )
-    version = data.get("schema_version")
-    if isinstance(version, int) and version > SCHEMA_VERSION:
-        raise UsageError(
-            f"{origin} has schema version {version}, newer than this perfgate ({SCHEMA_VERSION})",
-            "upgrade perfgate to read it",
-        )
-    try:
-        jsonschema.validate(data, json_schema())
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
-        raise UsageError(
-            f"{origin} does not match the result schema at {where}: {exc.message}",
-            "regenerate it with perfgate run",
-        ) from None
+    """Check ``data`` against the format (:data:`RESULT`) and its measurements; a clear
+    one-line UsageError when it does not fit."""
+    check_measurements(RESULT.validate(data, origin), origin)
 
 
 def load_result(path: Path) -> RunResult:
-    """Read and validate a result document from disk: the schema, then the measurements
+    """Read and validate a result document from disk: the format, then the measurements
     (:func:`check_measurements`). Every way the file can be wrong is a one-line UsageError."""
     fix = "pass a file written by perfgate run"
     data = read_json(path, what="result file", fix=fix)
-    validate_document(data, origin=str(path))
-    check_measurements(data, origin=str(path))
-    return result_from_dict(data)
+    return result_from_dict(data, origin=str(path))
+
+
+def result_from_dict(data: Any, origin: str = "result document") -> RunResult:
+    """The typed model of a parsed document, validated (format and measurements)."""
+    body = RESULT.validate(data, origin)
+    check_measurements(body, origin)
+    return build(RunResult, body)
 
 
 MAX_STEP_S = 86_400.0
@@ -432,56 +408,6 @@ def check_measurements(data: dict[str, Any], origin: str) -> None:
             )
 
 
-def result_from_dict(data: dict[str, Any]) -> RunResult:
-    """Rebuild the typed model from a validated document."""
-    workloads = [_workload_from_dict(w) for w in data["workloads"]]
-    return RunResult(
-        run_id=data["run_id"],
-        perfgate_version=data["perfgate_version"],
-        started_at=data["started_at"],
-        finished_at=data["finished_at"],
-        suite=data["suite"],
-        device=data["device"],
-        settings=RunSettings(**data["settings"]),
-        source=SourceInfo(**data["source"]),
-        environment=data["environment"],
-        workloads=workloads,
-        schema_version=data["schema_version"],
-    )
-
-
-def _workload_from_dict(data: dict[str, Any]) -> WorkloadResult:
-    fields = dict(data)
-    fields["repeats"] = [_repeat_from_dict(r) for r in data["repeats"]]
-    fields["flops"] = FlopCount(**data["flops"]) if data.get("flops") else None
-    fields["summary"] = WorkloadSummary(**data["summary"]) if data.get("summary") else None
-    return WorkloadResult(**fields)
-
-
-def _repeat_from_dict(data: dict[str, Any]) -> RepeatResult:
-    fields = dict(data)
-    if data.get("ranks") is not None:
-        fields["ranks"] = [RankResult(**rank) for rank in data["ranks"]]
-    if data.get("conditions") is not None:
-        fields["conditions"] = RepeatConditions(**data["conditions"])
-    return RepeatResult(**fields)
-
-
-def json_ready(value: Any) -> Any:
-    """``value`` with paths as text, tuples as lists and non-finite floats as null: strict JSON
-    has no inf or NaN (an infinite "smallest detectable change" means "never"), and every
-    document perfgate writes goes through ``write_json_atomic(..., allow_nan=False)``."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_ready(v) for v in value]
-    return value
-
-
 def write_json_atomic(path: Path, data: Any, *, option: str = "--out") -> None:
     """Write ``data`` as strict JSON, atomically (:func:`perfgate.files.write_text_atomic`).
 
@@ -500,3 +426,13 @@ def write_result(path: Path, result: RunResult) -> None:
     except UsageError as exc:  # a bug in perfgate, not the user's input
         raise InfrastructureError(exc.problem, "please report this as a perfgate bug") from None
     write_json_atomic(path, data)
+
+
+RESULT: DocumentKind[RunResult] = DocumentKind(
+    name="perfgate.result",
+    major=1,
+    minor=4,
+    model=RunResult,
+    produced_by="perfgate run",
+    dump_model=RunResult.to_dict,
+)

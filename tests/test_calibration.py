@@ -40,6 +40,7 @@ from perfgate.calibration.store import latest_calibrations, save_calibrations
 from perfgate.cli import app
 from perfgate.compare.sequential import DEFAULT_MAX_ROUNDS
 from perfgate.config import load_config
+from perfgate.documents.verdict import MetricComparison
 from perfgate.errors import ExitCode, UsageError
 from perfgate.result import (
     RepeatResult,
@@ -50,7 +51,6 @@ from perfgate.result import (
     write_result,
 )
 from perfgate.runner.plan import Selection
-from perfgate.stats.compare import MetricComparison
 from perfgate.stats.power import (
     min_detectable,
     noise_sigma,

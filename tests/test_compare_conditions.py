@@ -12,15 +12,15 @@ from synthetic import synthetic_run
 
 from perfgate.compare.baseline_source import from_result
 from perfgate.compare.conditions import condition_blocks, differing_conditions
-from perfgate.compare.gate import CompareVerdict, compare_runs, comparison_seed
+from perfgate.compare.gate import compare_runs, comparison_seed
 from perfgate.compare.sequential import SequentialJudge, judge_interleaved
+from perfgate.documents.verdict import CompareVerdict, MetricComparison
 from perfgate.result import (
     RepeatConditions,
     RunResult,
 )
 from perfgate.runner.conditions import repeat_conditions
 from perfgate.runner.interleave import ArmRounds
-from perfgate.stats.compare import MetricComparison
 from perfgate.thresholds import Thresholds
 
 QUIET = RepeatConditions(samples=2, runqueue_wait_share=0.01, other_cpu_cores=0.05)

@@ -9,8 +9,8 @@ import pytest
 from synthetic import ENVIRONMENT, synthetic_run
 
 from perfgate.compare.baseline_source import from_result
-from perfgate.compare.document import verdict_document
 from perfgate.compare.gate import compare_runs
+from perfgate.documents.verdict import verdict_document
 from perfgate.errors import ExitCode, InfrastructureError, UsageError
 from perfgate.result import (
     RunResult,

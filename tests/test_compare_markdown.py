@@ -16,7 +16,12 @@ from typer.testing import CliRunner
 
 from perfgate.cli import app
 from perfgate.compare import outputs
-from perfgate.compare.gate import CompareVerdict, InconclusivePolicy, WorkloadVerdict
+from perfgate.documents.verdict import (
+    CompareVerdict,
+    InconclusivePolicy,
+    MetricComparison,
+    WorkloadVerdict,
+)
 from perfgate.errors import ExitCode, InfrastructureError, UsageError
 from perfgate.report import compare_markdown, templating
 from perfgate.report.compare_markdown import (
@@ -31,7 +36,7 @@ from perfgate.report.compare_markdown import (
     verdict_markdown,
     write_markdown,
 )
-from perfgate.stats.compare import MetricComparison, compare_metric, correct
+from perfgate.stats.compare import compare_metric, correct
 
 CHANGED_HEADER = (
     "| workload | metric | baseline | head | change (90 % CI) | threshold | detectable | verdict |"

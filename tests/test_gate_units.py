@@ -21,19 +21,21 @@ from test_compare_markdown import twelve_metrics
 
 from perfgate.baseline.export import snapshot_path
 from perfgate.compare import comment
-from perfgate.compare.document import (
-    error_document,
-    error_from_document,
-    verdict_document,
-    verdict_from_document,
-)
-from perfgate.compare.gate import CompareVerdict, WorkloadVerdict, compare_runs
+from perfgate.compare.gate import compare_runs
 from perfgate.compare.membership import GatedWorkload, with_membership
 from perfgate.compare.trusted import trusted_database_url
 from perfgate.config import Config, _build
+from perfgate.documents.verdict import (
+    ERROR,
+    VERDICT,
+    CompareVerdict,
+    ErrorDocument,
+    WorkloadVerdict,
+    verdict_document,
+)
 from perfgate.errors import InfrastructureError, UsageError
 from perfgate.names import check_key, check_name, confined, is_name
-from perfgate.result import RunResult, json_ready
+from perfgate.result import RunResult
 from perfgate.runner.environment import worker_environment
 from perfgate.runner.pycommand import module_command
 from perfgate.runner.strays import adopt_orphans, descendants, kill_strays
@@ -269,20 +271,20 @@ def test_the_witness_stamps_the_markers_with_the_parents_clock(tmp_path: Path) -
 
 
 def test_a_verdict_document_reads_back_as_the_same_verdict() -> None:
-    verdict = twelve_metrics()
+    verdict = replace(twelve_metrics(), inconclusive_policy="fail")
     document = json.loads(json.dumps(verdict_document(verdict, "fail")))
-    assert verdict_from_document(document) == verdict
-    assert json_ready(verdict_document(verdict_from_document(document), "fail")) == document
+    assert VERDICT.read(document, "verdict") == verdict
+    assert VERDICT.dump(VERDICT.read(document, "verdict")) == document
 
 
 @pytest.mark.parametrize(
     ("change", "needle"),
     [
-        ({"schema": "perfgate.advice"}, "schema is not"),
-        ({"schema_version": 99}, "schema version 99"),
-        ({"overall": "great"}, "overall is 'great'"),
-        ({"workloads": [{"name": "x", "status": "compared", "comparisons": [{}]}]}, "quality"),
-        ({"notes": ["fine", 3]}, "notes holds something other than text"),
+        ({"schema": "perfgate.advice"}, "is not a perfgate.verdict document"),
+        ({"schema_version": 99}, "written by a newer perfgate"),
+        ({"overall": "great"}, "at overall: 'great' is not one of"),
+        ({"workloads": [{"name": "x", "status": "compared", "comparisons": [{}]}]}, "metric"),
+        ({"notes": ["fine", 3]}, "at notes/1: 3 is not of type 'string'"),
     ],
 )
 def test_a_malformed_verdict_document_is_a_usage_error(
@@ -290,21 +292,24 @@ def test_a_malformed_verdict_document_is_a_usage_error(
 ) -> None:
     document = {**verdict_document(twelve_metrics(), "exit4"), **change}
     with pytest.raises(UsageError, match=needle):
-        verdict_from_document(document)
+        VERDICT.read(document, "verdict")
 
 
 def test_an_error_document_reads_back_and_never_as_a_verdict() -> None:
     error = InfrastructureError("head workloads did not run", "fix them")
-    back = error_from_document(error_document(error))
+    document = ERROR.dump(ErrorDocument.of(error))
+    back = ERROR.read(document, "error").error()
     assert isinstance(back, InfrastructureError) and back.one_line() == error.one_line()
-    with pytest.raises(UsageError, match="not a usage"):
-        error_from_document({**error_document(error), "exit_code": 1})
+    with pytest.raises(UsageError, match="at exit_code: 1 is not one of"):
+        ERROR.read({**document, "exit_code": 1}, "error")
 
 
 def test_the_comment_module_renders_verdicts_and_errors(tmp_path: Path) -> None:
     verdict_path, error_path = tmp_path / "verdict.json", tmp_path / "error.json"
     verdict_path.write_text(json.dumps(verdict_document(twelve_metrics(), "exit4")))
-    error_path.write_text(json.dumps(error_document(UsageError("bad [link](x)", "fix"))))
+    error_path.write_text(
+        json.dumps(ERROR.dump(ErrorDocument.of(UsageError("bad [link](x)", "fix"))))
+    )
     out = tmp_path / "comment.md"
     assert comment.main([str(verdict_path), "--out", str(out)]) == 0
     assert out.read_text().startswith("## perfgate: regression")

@@ -23,8 +23,8 @@ import pytest
 
 from perfgate.baseline.refresh import refresh_baselines
 from perfgate.compare.baseline_source import from_result
-from perfgate.compare.document import verdict_document
 from perfgate.compare.gate import compare_runs
+from perfgate.documents.verdict import verdict_document
 from perfgate.errors import UsageError
 from perfgate.report.chart_batch import PARALLEL_FROM
 from perfgate.report.documents import read_document

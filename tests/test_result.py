@@ -82,8 +82,8 @@ def mutate(data: dict[str, Any], path: list[Any], value: Any) -> dict[str, Any]:
         (["workloads", 0, "repeats", 0, "step_times_s"], [], "at workloads/0/repeats/0"),
         (["workloads", 0, "repeats", 0, "step_times_s"], [-1.0], "step_times_s/0"),
         (["settings", "repeats"], 0, "at settings/repeats"),
-        (["schema"], "other", "not a perfgate result document"),
-        (["schema_version"], 99, "newer than this perfgate"),
+        (["schema"], "other", "not a perfgate.result document"),
+        (["schema_version"], 99, "written by a newer perfgate"),
     ],
 )
 def test_invalid_documents_are_rejected_with_the_location(

@@ -19,8 +19,8 @@ from perfgate.advise.verify import Verification, WorkloadUnderTest, verify_advic
 from perfgate.config import Config
 from perfgate.diagnose.classify import ADVICE_CATEGORIES, Diagnosis, classify
 from perfgate.diagnose.signals import evidence_signals
+from perfgate.documents.base import json_ready
 from perfgate.errors import UsageError
-from perfgate.result import json_ready
 from perfgate.run import prepare, resolve_device
 from perfgate.runner.interleave import InterleaveObserver
 from perfgate.runner.plan import Selection

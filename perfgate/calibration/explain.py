@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from perfgate.calibration.model import Calibration
-from perfgate.compare.gate import CompareVerdict
-from perfgate.stats.compare import MetricComparison
+from perfgate.documents.verdict import CompareVerdict, MetricComparison
 from perfgate.stats.power import min_detectable, recommended_threshold, repeats_needed
 
 TIMING_METRICS = frozenset({"step_time_s", "samples_per_s", "tokens_per_s", "tflops", "mfu"})

@@ -69,7 +69,7 @@ def ceilings_table(ceilings: Ceilings) -> Table:
 def ceilings_document(ceilings: Ceilings) -> dict[str, Any]:
     """The ``--json`` document: the stored entry, with its key and a schema name."""
     from perfgate import __version__
-    from perfgate.result import json_ready
+    from perfgate.documents.base import json_ready
 
     document = {
         "schema": DOCUMENT_NAME,

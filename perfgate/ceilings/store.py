@@ -116,7 +116,8 @@ def save_ceilings(root: Path, ceilings: Ceilings) -> Path:
     """Store ``ceilings`` under their fingerprint key (other environments' entries are kept);
     returns the file's path."""
     from perfgate import __version__
-    from perfgate.result import json_ready, write_json_atomic
+    from perfgate.documents.base import json_ready
+    from perfgate.result import write_json_atomic
 
     path = ceilings_path(root)
     entries = read_ceilings_file(path)

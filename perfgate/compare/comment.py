@@ -4,7 +4,7 @@ The gate job runs the pull request's code; the job that posts the comment holds 
 and must run none of it. Posting the ``comment.md`` the gate job wrote would let a pull request
 that controls that job post any text it likes, its own "pass" included. The comment job
 therefore renders the comment itself, with the base branch's perfgate, from the typed fields of
-``verdict.json`` (``perfgate.compare.document.verdict_from_document``) and, optionally, the
+``verdict.json`` (``perfgate.documents.verdict.VERDICT``) and, optionally, the
 top advice of ``advice.json``: every string goes through the renderer's escaping, and the
 headline, exit code and layout are the renderer's, not the document's.
 
@@ -22,12 +22,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from perfgate.compare.document import (
-    ERROR_SCHEMA,
-    error_from_document,
-    policy_from_document,
-    verdict_from_document,
-)
+from perfgate.documents.verdict import ERROR, VERDICT
 from perfgate.errors import ExitCode, PerfgateError
 from perfgate.files import read_json, write_text_atomic
 from perfgate.report.compare_markdown import (
@@ -48,13 +43,12 @@ def render_comment(
     the error document when the gate could judge nothing (``error.json``)."""
     data = read_json(verdict_path, what="verdict file", fix=VERDICT_FIX)
     origin = f"verdict file {verdict_path}"
-    if isinstance(data, dict) and data.get("schema") == ERROR_SCHEMA:
-        return error_markdown(error_from_document(data, origin))
-    verdict = verdict_from_document(data, origin)
-    policy = policy_from_document(data, origin)
+    if isinstance(data, dict) and data.get("schema") == ERROR.name:
+        return error_markdown(ERROR.read(data, origin).error())
+    verdict = VERDICT.read(data, origin)
     return verdict_markdown(
         verdict,
-        inconclusive_policy=policy,
+        inconclusive_policy=verdict.inconclusive_policy,
         advice=advice_lines(advice_path),
         report_link=report_url,
     )

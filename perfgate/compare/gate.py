@@ -11,75 +11,22 @@ import hashlib
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from perfgate.compare.baseline_source import BaselineWorkload, conditions_of, throttled_share
 from perfgate.compare.conditions import condition_blocks
-from perfgate.errors import ExitCode, InfrastructureError, UsageError
+from perfgate.documents.verdict import CompareVerdict, MetricComparison, Overall, WorkloadVerdict
+from perfgate.errors import InfrastructureError, UsageError
 from perfgate.metrics import METRICS, metric_values
 from perfgate.result import RunResult, WorkloadResult
-from perfgate.stats.compare import MetricComparison, compare_metric, correct
+from perfgate.stats.compare import compare_metric, correct
 from perfgate.telemetry.fingerprint import fingerprint_differences, fingerprint_notes
 from perfgate.thresholds import Thresholds
 
 LOSS_RELATIVE_TOLERANCE = 1e-2
 """Head and baseline final losses must agree within 1 % (bitwise equality is not expected on
 GPUs, where reductions are not deterministic); a bigger gap means the change altered the maths."""
-
-Overall = Literal["pass", "regression", "inconclusive"]
-InconclusivePolicy = Literal["exit4", "pass", "fail"]
-"""How CI treats an inconclusive verdict: its own exit code 4, a pass, or a failure."""
-
-
-WorkloadStatus = Literal[
-    "compared", "no_baseline", "loss_mismatch", "missing", "definition_changed"
-]
-"""How a workload was judged. ``missing``: a workload of the base's suite that the head did not
-measure (dropped, renamed, moved or unmeasurable there): the gate fails. ``definition_changed``:
-the head changed the workload's definition (its code), so no stored baseline describes it; only
-an interleaved A/B against the base can judge it, and until one has, it is inconclusive."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class WorkloadVerdict:
-    """One workload: how it compared, metric by metric."""
-
-    name: str
-    status: WorkloadStatus
-    baseline_origin: str | None = None
-    comparisons: list[MetricComparison] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True, kw_only=True)
-class CompareVerdict:
-    """The result of ``perfgate compare``."""
-
-    overall: Overall
-    head_run_id: str
-    workloads: list[WorkloadVerdict]
-    environment_differences: list[str]
-    method: Literal["baseline", "interleaved"] = "baseline"
-    """``baseline``: head judged against stored/another run's repeats; ``interleaved``: base and
-    head measured alternately in this job (``--ab``, or ``--confirm`` re-running an alert)."""
-    notes: list[str] = field(default_factory=list)
-    """Run-level explanations (what was confirmed, calibration hints), one sentence each."""
-    head_commit: str | None = None
-    head_subject: str | None = None
-    """The head's commit and its subject line, for the reader of the comment and report."""
-
-    def exit_code(self, inconclusive: InconclusivePolicy = "exit4") -> ExitCode:
-        """The documented exit code; ``inconclusive`` chooses how CI treats that verdict."""
-        if self.overall == "regression":
-            return ExitCode.REGRESSION
-        if self.overall == "inconclusive":
-            return {
-                "fail": ExitCode.REGRESSION,
-                "pass": ExitCode.OK,
-                "exit4": ExitCode.INCONCLUSIVE,
-            }[inconclusive]
-        return ExitCode.OK
 
 
 def compare_runs(

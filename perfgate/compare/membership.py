@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from perfgate.compare.gate import CompareVerdict, WorkloadVerdict, overall_verdict
+from perfgate.compare.gate import overall_verdict
 from perfgate.config import Config
+from perfgate.documents.verdict import CompareVerdict, WorkloadVerdict
 from perfgate.errors import UsageError
 from perfgate.result import RunResult
 from perfgate.runner.plan import Selection, make_plan

@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from perfgate.compare import comment
-from perfgate.compare.document import verdict_document
-from perfgate.compare.gate import CompareVerdict, InconclusivePolicy
+from perfgate.documents.verdict import CompareVerdict, InconclusivePolicy, verdict_document
 from perfgate.errors import PerfgateError
 from perfgate.report.compare_markdown import (
     AdviceLine,

@@ -28,8 +28,6 @@ from typing import Literal
 
 from perfgate.compare.baseline_source import throttled_share
 from perfgate.compare.gate import (
-    CompareVerdict,
-    WorkloadVerdict,
     apply_tolerances,
     comparison_seed,
     distributed_notes,
@@ -39,11 +37,12 @@ from perfgate.compare.gate import (
     with_derived_verdicts,
 )
 from perfgate.config import Config
+from perfgate.documents.verdict import CompareVerdict, MetricComparison, WorkloadVerdict
 from perfgate.errors import UsageError
 from perfgate.metrics import METRICS, metric_values, steady_median
 from perfgate.result import RunResult, WorkloadResult
 from perfgate.runner.interleave import MIN_ROUNDS, ArmRounds, RoundReading
-from perfgate.stats.compare import MetricComparison, compare_metric, correct
+from perfgate.stats.compare import compare_metric, correct
 from perfgate.stats.sequential import (
     DEFAULT_ALPHA,
     SequentialDesign,

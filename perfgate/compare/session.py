@@ -36,12 +36,13 @@ from perfgate.compare.baseline_source import (
     from_result,
     from_snapshots,
 )
-from perfgate.compare.gate import CompareVerdict, InconclusivePolicy, compare_runs
+from perfgate.compare.gate import compare_runs
 from perfgate.compare.membership import GatedWorkload, base_plan, with_membership
 from perfgate.compare.sequential import ABBudget, ab_budget
 from perfgate.compare.trusted import TrustedInputs, head_view, trusted_inputs
 from perfgate.compare.worktrees import checked_out, repository_root
 from perfgate.config import Config
+from perfgate.documents.verdict import CompareVerdict, InconclusivePolicy
 from perfgate.errors import InfrastructureError, UsageError
 from perfgate.result import RunResult, load_result
 from perfgate.run import resolve_device

@@ -14,7 +14,8 @@ from typing import Any
 
 from perfgate.diagnose.classify import Diagnosis, classify
 from perfgate.diagnose.signals import combined, evidence_signals, run_signals
-from perfgate.result import RunResult, WorkloadResult, json_ready
+from perfgate.documents.base import json_ready
+from perfgate.result import RunResult, WorkloadResult
 
 DIAGNOSIS_SCHEMA = "perfgate.diagnosis"
 DIAGNOSIS_VERSION = 1

@@ -38,7 +38,6 @@ from perfgate._rules_path import builtin_rules_folder
 from perfgate.advise.session import advice_document, advise_workloads
 from perfgate.ceilings.store import lookup_ceilings
 from perfgate.compare.comment import advice_lines
-from perfgate.compare.document import error_document
 from perfgate.compare.membership import GatedWorkload, base_plan
 from perfgate.compare.outputs import write_error_comment, write_html, write_outputs
 from perfgate.compare.sequential import ab_budget
@@ -52,6 +51,7 @@ from perfgate.compare.session import (
 from perfgate.compare.trusted import TrustedInputs, head_view, trusted_from
 from perfgate.compare.worktrees import checked_out, repository_root
 from perfgate.config import Config, load_config
+from perfgate.documents.verdict import ERROR, ErrorDocument
 from perfgate.errors import ExitCode, PerfgateError, UsageError
 from perfgate.files import write_text_atomic
 from perfgate.names import check_name
@@ -127,7 +127,7 @@ def run_gate(request: GateRequest, observers: GateObservers | None = None) -> Ga
     except PerfgateError as error:
         kill_strays(spared)
         write_error_comment(error, request.out_dir / "comment.md")
-        write_json_atomic(request.out_dir / "error.json", error_document(error))
+        write_json_atomic(request.out_dir / "error.json", ERROR.dump(ErrorDocument.of(error)))
         written = [request.out_dir / "error.json", request.out_dir / "comment.md"]
         code = int(error.exit_code)
         return GateOutcome(

@@ -45,10 +45,11 @@ from urllib.parse import quote, urlsplit
 
 import jinja2
 
-from perfgate.compare.gate import (
-    LOSS_RELATIVE_TOLERANCE,
+from perfgate.compare.gate import LOSS_RELATIVE_TOLERANCE
+from perfgate.documents.verdict import (
     CompareVerdict,
     InconclusivePolicy,
+    MetricComparison,
     WorkloadVerdict,
 )
 from perfgate.errors import ExitCode, InfrastructureError, PerfgateError, UsageError
@@ -56,7 +57,6 @@ from perfgate.report.anchors import anchor
 from perfgate.report.run_summary import format_value
 from perfgate.report.templating import environment
 from perfgate.result import write_text_atomic
-from perfgate.stats.compare import MetricComparison
 
 PR_COMMENT_LIMIT = 65_000
 """Default size bound: under GitHub's 65,536-character comment limit, with a margin."""

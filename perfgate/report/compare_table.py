@@ -7,7 +7,7 @@ import math
 from rich.table import Table
 from rich.text import Text
 
-from perfgate.compare.gate import CompareVerdict
+from perfgate.documents.verdict import CompareVerdict
 from perfgate.report.terminal import PlainTable
 
 STYLE = {"regression": "red", "improvement": "green", "no_change": "", "inconclusive": "yellow"}

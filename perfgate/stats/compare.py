@@ -35,16 +35,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Literal
+from dataclasses import replace
 
 import numpy as np
 from scipy import stats
 
+from perfgate.documents.verdict import Direction, MetricComparison, SideQuality, Verdict
 from perfgate.errors import UsageError
-
-Direction = Literal["lower", "higher"]
-Verdict = Literal["regression", "improvement", "no_change", "inconclusive"]
 
 BOOTSTRAP_RESAMPLES = 8000
 """Enough that the expanded tails (half a per cent at 5 repeats a side) hold 40 resamples."""
@@ -61,53 +58,6 @@ MAX_CV = 0.25
 """A side whose coefficient of variation exceeds this is too noisy to judge."""
 MAX_THROTTLED_SHARE = 0.05
 """More than this share of GPU samples taken while throttled makes a side unsafe to judge."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class SideQuality:
-    """What is wrong with one side's samples, if anything."""
-
-    bimodal: bool = False
-    cv: float | None = None
-    throttled_share: float | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class MetricComparison:
-    """One metric of one workload: the effect, its interval, the test and the verdict."""
-
-    metric: str
-    direction: Direction
-    baseline_median: float
-    head_median: float
-    ratio: float
-    """Worse-is-greater ratio (1.05 = 5 % worse): the median of all pairwise repeat ratios."""
-    ci_low: float
-    ci_high: float
-    p_value: float
-    threshold: float
-    """Practical threshold as a relative change (0.05 = 5 %)."""
-    min_detectable: float
-    """Smallest relative worsening this comparison would flag (inf when it never could)."""
-    baseline_repeats: int
-    head_repeats: int
-    verdict: Verdict
-    reasons: tuple[str, ...] = ()
-    p_adjusted: float | None = None
-    quality: tuple[SideQuality, SideQuality] = field(default=(SideQuality(), SideQuality()))
-    baseline_values: tuple[float, ...] = ()
-    head_values: tuple[float, ...] = ()
-    """The per-repeat values compared (sorted): the report draws the two distributions from
-    the verdict itself, so the picture is of exactly the numbers that were judged."""
-    method: Literal["bootstrap", "sequential"] = "bootstrap"
-    """``bootstrap``: the fixed-size test of this module (a stored baseline, or another run);
-    ``sequential``: the repeated confidence interval of an interleaved A/B
-    (``perfgate.stats.sequential``), valid at whatever round it stopped."""
-    derived_from: str | None = None
-    """Set when this metric is another one recomputed at fixed work per step (samples/s from
-    step time): shown beside it with the same interval, never tested again nor counted twice."""
-    rounds_needed: int | None = None
-    """Sequential only: roughly how many rounds would decide at the measured noise."""
 
 
 def compare_metric(

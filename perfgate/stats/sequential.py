@@ -55,15 +55,9 @@ from typing import Literal
 import numpy as np
 from scipy import optimize, stats
 
+from perfgate.documents.verdict import Direction, MetricComparison, SideQuality, Verdict
 from perfgate.errors import UsageError
-from perfgate.stats.compare import (
-    MAX_THROTTLED_SHARE,
-    Direction,
-    MetricComparison,
-    SideQuality,
-    Verdict,
-    side_quality,
-)
+from perfgate.stats.compare import MAX_THROTTLED_SHARE, side_quality
 
 SequentialVerdict = Literal["regression", "improvement", "no_change", "continue", "inconclusive"]
 

@@ -38,8 +38,11 @@ class RunConflict(UsageError):
 
 
 def document_digest(result: RunResult) -> str:
-    """SHA-256 of the canonical JSON of the document (detects a reused run id)."""
-    canonical = json.dumps(result.to_dict(), sort_keys=True, separators=(",", ":"))
+    """SHA-256 of the canonical JSON of the document (detects a reused run id). The header's
+    ``schema_minor`` is left out: a document written before it existed must keep the digest it
+    was stored with when it is ingested again."""
+    data = {k: v for k, v in result.to_dict().items() if k != "schema_minor"}
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 

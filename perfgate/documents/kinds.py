@@ -1,0 +1,12 @@
+"""Every document format perfgate writes, for the tests that read each one back and check its
+shipped schema against its model (``tests/test_documents.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perfgate.documents.base import DocumentKind
+from perfgate.documents.verdict import ERROR, VERDICT
+from perfgate.result import RESULT
+
+KINDS: tuple[DocumentKind[Any], ...] = (RESULT, VERDICT, ERROR)

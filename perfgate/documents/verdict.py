@@ -1,0 +1,185 @@
+"""The verdict document (``perfgate.verdict``) and the error document (``perfgate.error``).
+
+The verdict is what ``perfgate compare`` and ``perfgate gate`` decided: per workload, per metric,
+the effect with its interval, the test, the verdict and why; the overall verdict and how CI was
+told to treat an inconclusive one. The report, the PR comment (rendered by a job that runs no
+code of the pull request) and CI read it back through :data:`VERDICT`.
+
+Format history:
+
+- 1.0 (perfgate 0.1, 2026-11): first version.
+- 1.1 (2026-12-02): workload statuses ``missing`` and ``definition_changed`` (issue 16); the
+  document header's ``schema_minor``.
+
+The error document is what the gate leaves when nothing could be judged: the problem, its fix
+and the exit code (usage or infrastructure, never a verdict's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+from perfgate.documents.base import DocumentKind, json_ready
+from perfgate.errors import ExitCode, InfrastructureError, PerfgateError, UsageError
+
+Direction = Literal["lower", "higher"]
+Verdict = Literal["regression", "improvement", "no_change", "inconclusive"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SideQuality:
+    """What is wrong with one side's samples, if anything."""
+
+    bimodal: bool = False
+    cv: float | None = None
+    throttled_share: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricComparison:
+    """One metric of one workload: the effect, its interval, the test and the verdict."""
+
+    metric: str
+    direction: Direction
+    baseline_median: float
+    head_median: float
+    ratio: float
+    """Worse-is-greater ratio (1.05 = 5 % worse): the median of all pairwise repeat ratios."""
+    ci_low: float
+    ci_high: float
+    p_value: float
+    threshold: float
+    """Practical threshold as a relative change (0.05 = 5 %)."""
+    min_detectable: float
+    """Smallest relative worsening this comparison would flag (inf when it never could)."""
+    baseline_repeats: int
+    head_repeats: int
+    verdict: Verdict
+    reasons: tuple[str, ...] = ()
+    p_adjusted: float | None = None
+    quality: tuple[SideQuality, SideQuality] = field(default=(SideQuality(), SideQuality()))
+    baseline_values: tuple[float, ...] = ()
+    head_values: tuple[float, ...] = ()
+    """The per-repeat values compared (sorted): the report draws the two distributions from
+    the verdict itself, so the picture is of exactly the numbers that were judged."""
+    method: Literal["bootstrap", "sequential"] = "bootstrap"
+    """``bootstrap``: the fixed-size test of this module (a stored baseline, or another run);
+    ``sequential``: the repeated confidence interval of an interleaved A/B
+    (``perfgate.stats.sequential``), valid at whatever round it stopped."""
+    derived_from: str | None = None
+    """Set when this metric is another one recomputed at fixed work per step (samples/s from
+    step time): shown beside it with the same interval, never tested again nor counted twice."""
+    rounds_needed: int | None = None
+    """Sequential only: roughly how many rounds would decide at the measured noise."""
+
+
+Overall = Literal["pass", "regression", "inconclusive"]
+InconclusivePolicy = Literal["exit4", "pass", "fail"]
+"""How CI treats an inconclusive verdict: its own exit code 4, a pass, or a failure."""
+
+
+WorkloadStatus = Literal[
+    "compared", "no_baseline", "loss_mismatch", "missing", "definition_changed"
+]
+"""How a workload was judged. ``missing``: a workload of the base's suite that the head did not
+measure (dropped, renamed, moved or unmeasurable there): the gate fails. ``definition_changed``:
+the head changed the workload's definition (its code), so no stored baseline describes it; only
+an interleaved A/B against the base can judge it, and until one has, it is inconclusive."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadVerdict:
+    """One workload: how it compared, metric by metric."""
+
+    name: str
+    status: WorkloadStatus
+    baseline_origin: str | None = None
+    comparisons: list[MetricComparison] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareVerdict:
+    """The result of ``perfgate compare``."""
+
+    overall: Overall
+    head_run_id: str
+    workloads: list[WorkloadVerdict]
+    environment_differences: list[str]
+    method: Literal["baseline", "interleaved"] = "baseline"
+    """``baseline``: head judged against stored/another run's repeats; ``interleaved``: base and
+    head measured alternately in this job (``--ab``, or ``--confirm`` re-running an alert)."""
+    notes: list[str] = field(default_factory=list)
+    """Run-level explanations (what was confirmed, calibration hints), one sentence each."""
+    head_commit: str | None = None
+    head_subject: str | None = None
+    """The head's commit and its subject line, for the reader of the comment and report."""
+    inconclusive_policy: InconclusivePolicy = "exit4"
+    """How CI is told to treat this verdict when it is inconclusive (the governing
+    configuration's ``inconclusive``, or the command line's)."""
+
+    def exit_code(self, inconclusive: InconclusivePolicy | None = None) -> ExitCode:
+        """The documented exit code; ``inconclusive`` (default: the verdict's own policy)
+        chooses how CI treats an inconclusive verdict."""
+        inconclusive = inconclusive or self.inconclusive_policy
+        if self.overall == "regression":
+            return ExitCode.REGRESSION
+        if self.overall == "inconclusive":
+            return {
+                "fail": ExitCode.REGRESSION,
+                "pass": ExitCode.OK,
+                "exit4": ExitCode.INCONCLUSIVE,
+            }[inconclusive]
+        return ExitCode.OK
+
+
+def _dump_verdict(verdict: CompareVerdict) -> dict[str, Any]:
+    """The verdict's fields, and the exit code it gives under its own policy (derived, for
+    CI steps that read one number)."""
+    return {**json_ready(asdict(verdict)), "exit_code": int(verdict.exit_code())}
+
+
+def verdict_document(verdict: CompareVerdict, policy: InconclusivePolicy) -> dict[str, Any]:
+    """The document of ``verdict`` judged under ``policy``."""
+    return VERDICT.dump(replace(verdict, inconclusive_policy=policy))
+
+
+VERDICT: DocumentKind[CompareVerdict] = DocumentKind(
+    name="perfgate.verdict",
+    major=1,
+    minor=1,
+    model=CompareVerdict,
+    produced_by="perfgate compare --json or perfgate gate",
+    dump_model=_dump_verdict,
+    infinite_as_null=True,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErrorDocument:
+    """Why nothing could be judged: the problem, its fix, and the exit code it ended with."""
+
+    exit_code: Literal[2, 3]
+    """Usage (2) or infrastructure (3): an error is never a regression (1) or a pass (0)."""
+    problem: str
+    fix: str | None = None
+
+    @classmethod
+    def of(cls, error: PerfgateError) -> ErrorDocument:
+        usage = error.exit_code == ExitCode.USAGE
+        return cls(exit_code=2 if usage else 3, problem=error.problem, fix=error.fix)
+
+    def error(self) -> PerfgateError:
+        """The typed error it records."""
+        kind = UsageError if self.exit_code == ExitCode.USAGE else InfrastructureError
+        return kind(self.problem, self.fix)
+
+
+ERROR: DocumentKind[ErrorDocument] = DocumentKind(
+    name="perfgate.error",
+    major=1,
+    minor=0,
+    model=ErrorDocument,
+    produced_by="perfgate gate (when nothing could be judged)",
+)
