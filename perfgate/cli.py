@@ -142,7 +142,7 @@ def _print_advice(config_path: Path | None, selection: Selection, outcome: RunOu
     from perfgate.advise.session import advice_document, advise_workloads
     from perfgate.cli_advise import advice_table
     from perfgate.cli_rules import rule_folders
-    from perfgate.result import write_json_atomic
+    from perfgate.files import write_json_atomic
 
     def action() -> Path:
         config = load_config(config_path)

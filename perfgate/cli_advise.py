@@ -54,8 +54,7 @@ def advise_command(
         from perfgate.advise.session import advice_document, advise_workloads
         from perfgate.cli_rules import rule_folders
         from perfgate.config import load_config
-        from perfgate.files import check_writable
-        from perfgate.result import write_json_atomic
+        from perfgate.files import check_writable, write_json_atomic
         from perfgate.run import resolve_device
 
         settings = load_config(config)

@@ -36,11 +36,12 @@ def calibrate(
     config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
 ) -> None:
     """A/A repeats of each workload: its noise, and the regressions the gate can detect."""
-    from perfgate.calibration.model import calibration_document, parse_target
+    from perfgate.calibration.measure import parse_target
     from perfgate.calibration.report import LEGEND, calibration_table
     from perfgate.cli_console import console, errors, guarded, say
+    from perfgate.documents.calibration import CALIBRATION, CalibrationReport
     from perfgate.errors import ExitCode
-    from perfgate.result import write_json_atomic
+    from perfgate.files import write_json_atomic
 
     goal = guarded(lambda: parse_target(target))
     if timeout is not None:
@@ -64,7 +65,7 @@ def calibrate(
         for line in LEGEND:
             say(line)
     if json_out is not None:
-        document = calibration_document(calibrations)
+        document = CALIBRATION.dump(CalibrationReport(calibrations=list(calibrations)))
         guarded(lambda: write_json_atomic(json_out, document, option="--json"))
         say(f"calibration: {json_out}")
     if calibrations and not no_store:

@@ -74,7 +74,7 @@ def diagnose_command(
         console.print(diagnosis_table(path, items))
     if json_out is not None:
         from perfgate.diagnose.session import diagnosis_document
-        from perfgate.result import write_json_atomic
+        from perfgate.files import write_json_atomic
 
         documents = [diagnosis_document(items, path) for path, items in diagnosed]
         document = documents[0] if len(documents) == 1 else documents

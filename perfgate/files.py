@@ -236,3 +236,13 @@ def _kind(mode: int) -> str:
         (stat.S_ISSOCK, "a socket"),
     )
     return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def write_json_atomic(path: Path, data: Any, *, option: str = "--out") -> None:
+    """Write ``data`` as strict JSON, atomically (:func:`perfgate.files.write_text_atomic`).
+
+    Serialised before any file is touched: a value JSON cannot hold (NaN) fails with nothing
+    written. ``option`` names the flag that chose the path, for the error message.
+    """
+    text = json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n"
+    write_text_atomic(path, text, option=option)

@@ -23,14 +23,13 @@ a newer minor is read, its unknown fields ignored.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from perfgate.documents.base import DocumentKind, build
 from perfgate.errors import InfrastructureError, UsageError
-from perfgate.files import read_json, write_text_atomic
+from perfgate.files import read_json, write_json_atomic
 
 RepeatStatus = Literal["ok", "error", "crashed", "timeout"]
 WorkloadStatus = Literal["ok", "error", "crashed", "timeout", "skipped"]
@@ -406,16 +405,6 @@ def check_measurements(data: dict[str, Any], origin: str) -> None:
             raise UsageError(
                 f"{origin}: workload {workload['name']!r} is ok but has no ok repeat", fix
             )
-
-
-def write_json_atomic(path: Path, data: Any, *, option: str = "--out") -> None:
-    """Write ``data`` as strict JSON, atomically (:func:`perfgate.files.write_text_atomic`).
-
-    Serialised before any file is touched: a value JSON cannot hold (NaN) fails with nothing
-    written. ``option`` names the flag that chose the path, for the error message.
-    """
-    text = json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n"
-    write_text_atomic(path, text, option=option)
 
 
 def write_result(path: Path, result: RunResult) -> None:

@@ -25,21 +25,16 @@ from perfgate.calibration.explain import explain_inconclusive, percent
 from perfgate.calibration.measure import (
     calibrate_workload,
     measure_calibrations,
+    parse_target,
     robust_cv,
     within_process_cv,
-)
-from perfgate.calibration.model import (
-    Calibration,
-    calibration_document,
-    finite_fields,
-    from_fields,
-    parse_target,
 )
 from perfgate.calibration.report import calibration_row, calibration_table
 from perfgate.calibration.store import latest_calibrations, save_calibrations
 from perfgate.cli import app
 from perfgate.compare.sequential import DEFAULT_MAX_ROUNDS
 from perfgate.config import load_config
+from perfgate.documents.calibration import CALIBRATION, Calibration, CalibrationReport
 from perfgate.documents.verdict import MetricComparison
 from perfgate.errors import ExitCode, UsageError
 from perfgate.result import (
@@ -212,13 +207,12 @@ def test_bad_target_is_a_usage_error(text: str) -> None:
 
 def test_document_writes_infinity_as_null_and_reads_it_back() -> None:
     never = calibration(min_detectable=math.inf, recommended_threshold=math.inf)
-    document = calibration_document([never])
+    document = CALIBRATION.dump(CalibrationReport(calibrations=[never]))
     text = json.dumps(document, allow_nan=False)  # what write_json_atomic requires
     entry = json.loads(text)["calibrations"][0]
     assert entry["min_detectable"] is None and entry["recommended_threshold"] is None
     assert document["schema"] == "perfgate.calibration" and document["schema_version"] == 1
-    assert from_fields(entry) == never
-    assert from_fields(finite_fields(calibration())) == calibration()
+    assert CALIBRATION.read(json.loads(text), "calibration").calibrations == [never]
 
 
 # --- the store ---------------------------------------------------------------------------------
@@ -410,7 +404,7 @@ def test_calibrate_end_to_end(tmp_path: Path, perfgate_cli) -> None:  # type: ig
     head: RunResult = load_result(head_path)
     url = f"sqlite:///{tmp_path / '.perfgate' / 'perfgate.db'}"
     stored = latest_calibrations(url, tmp_path, head)  # a later run here finds it
-    assert stored["mlp"] == from_fields(made)
+    assert stored["mlp"] == CALIBRATION.load(out).calibrations[0]
 
 
 def test_compare_explains_inconclusive_verdicts_with_the_stored_calibration(

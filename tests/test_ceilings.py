@@ -35,6 +35,7 @@ from perfgate.ceilings.store import (
     lookup_ceilings,
     read_ceilings_file,
     save_ceilings,
+    stored_ceilings,
 )
 from perfgate.errors import ExitCode, UsageError
 from perfgate.report.run_summary import CEILING_HINT
@@ -88,8 +89,8 @@ def test_doctor_peak_on_cpu_stores_ceilings_by_fingerprint(measured: dict[str, A
     project: Path = measured["project"]
     stored = json.loads(ceilings_path(project).read_text())
     key = fingerprint_key(collect_fingerprint("cpu", default_thread_count()))
-    assert list(stored) == [key]
-    entry = stored[key]
+    assert stored["schema"] == "perfgate.ceilings-store" and list(stored["entries"]) == [key]
+    entry = stored["entries"][key]
     assert entry["device"] == "cpu" and entry["fingerprint"]["threads"] == default_thread_count()
     assert entry["perfgate_version"] and entry["measured_at"]
     fp32 = entry["values"]["matmul_tflops"]["fp32"]
@@ -263,7 +264,8 @@ def test_the_store_keeps_other_environments_and_picks_the_dtype(tmp_path: Path) 
     cpu = collect_fingerprint("cpu", 1)
     save_ceilings(tmp_path, _gpu_ceilings("other", fp32=50.0))
     save_ceilings(tmp_path, _gpu_ceilings(environment_key(cpu), fp32=55.0, tf32=400.0, bf16=700.0))
-    assert set(read_ceilings_file(ceilings_path(tmp_path))) == {"other", environment_key(cpu)}
+    entries = read_ceilings_file(ceilings_path(tmp_path)).entries
+    assert set(entries) == {"other", environment_key(cpu)}
     stored = lookup_ceilings(tmp_path, cpu)
     assert stored is not None and stored.device == "cuda"
     assert stored.matmul_ceiling("bfloat16") == 700.0 and stored.matmul_ceiling("tf32") == 400.0
@@ -273,7 +275,7 @@ def test_the_store_keeps_other_environments_and_picks_the_dtype(tmp_path: Path) 
     assert lookup_ceilings(tmp_path, with_world(cpu, 2, "gloo")) == stored
     assert lookup_ceilings(tmp_path / "elsewhere", cpu) is None
     document = ceilings_document(_gpu_ceilings("k", fp32=1.0))
-    assert document["values"]["unsupported"] == {"fp16": "an example reason"}
+    assert document.values.unsupported == {"fp16": "an example reason"}
     table = ceilings_table(_gpu_ceilings("k", fp32=55.0, bf16=700.0))
     assert table.columns[0].header == "ceiling" and table.row_count == 4
 
@@ -321,15 +323,54 @@ def test_corrupt_entries_are_refused_with_the_fix(tmp_path: Path) -> None:
     for text in (
         "[]",
         '{"k": 1}',
-        '{"k": {"measured_at": "x", "device": "cpu", "values": {}}}',
-        '{"k": {"measured_at": "x", "device": "cpu", '
-        '"values": {"matmul_tflops": {"fp32": {"median": -1}}}}}',
+        '{"k": {"format": 1, "measured_at": "x", "device": "cpu", "values": {}}}',
+        '{"k": {"format": 1, "measured_at": "x", "device": "cpu", "perfgate_version": "0.1.0", '
+        '"fingerprint": {}, "values": {"device": "cpu", "device_name": null, "threads": 1, '
+        '"matmul_tflops": {"fp32": {"median": -1, "min": 1, "max": 1, "samples": [1], '
+        '"size": 1}}}}}',
     ):
         path.write_text(text)
         with pytest.raises(UsageError) as raised:
             read_ceilings_file(path)
         assert str(path) in raised.value.one_line() and "\n" not in raised.value.one_line()
         assert "rerun `perfgate doctor --peak`" in raised.value.one_line()
+
+
+FORMAT_1 = {
+    "k": {
+        "format": 1,
+        "measured_at": "2026-12-01T10:00:00+00:00",
+        "perfgate_version": "0.1.0",
+        "device": "cpu",
+        "fingerprint": {"device": "cpu", "threads": 2},
+        "values": {
+            "device": "cpu",
+            "device_name": "a CPU",
+            "threads": 2,
+            "matmul_tflops": {
+                "fp32": {"median": 0.1, "min": 0.09, "max": 0.11, "samples": [0.1], "size": 2048}
+            },
+            "bandwidth_bytes_per_s": {},
+            "unsupported": {},
+            "seed": 0,
+            "wall_s": 3.0,
+        },
+    }
+}
+"""A store written by perfgate before documents had a header (format 1)."""
+
+
+def test_a_format_1_store_is_migrated_when_read_and_rewritten_as_format_2(tmp_path: Path) -> None:
+    path = ceilings_path(tmp_path)
+    path.parent.mkdir()
+    path.write_text(json.dumps(FORMAT_1))
+    stored = stored_ceilings(tmp_path, "k")
+    assert stored is not None and stored.matmul_tflops == {"fp32": 0.1} and stored.threads == 2
+    save_ceilings(tmp_path, _gpu_ceilings("other", fp32=50.0))
+    rewritten = json.loads(path.read_text())
+    assert rewritten["schema_version"] == 2 and set(rewritten["entries"]) == {"k", "other"}
+    assert "format" not in rewritten["entries"]["k"]
+    assert rewritten["entries"]["k"]["values"] == FORMAT_1["k"]["values"]
 
 
 def test_a_result_with_ceiling_fields_matches_the_schema(measured: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from perfgate.errors import UsageError
+from perfgate.files import write_json_atomic
 from perfgate.result import (
     RepeatResult,
     RunResult,
@@ -20,7 +21,6 @@ from perfgate.result import (
     WorkloadSummary,
     load_result,
     validate_document,
-    write_json_atomic,
     write_result,
 )
 

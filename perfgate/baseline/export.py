@@ -17,8 +17,8 @@ from sqlmodel import Session
 
 from perfgate.baseline.refresh import RefreshPolicy
 from perfgate.errors import InfrastructureError
+from perfgate.files import write_json_atomic
 from perfgate.names import check_key, check_name, confined
-from perfgate.result import write_json_atomic
 from perfgate.store.history import (
     baseline_members,
     environment_fingerprint,

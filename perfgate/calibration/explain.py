@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import replace
 
-from perfgate.calibration.model import Calibration
+from perfgate.documents.calibration import Calibration
 from perfgate.documents.verdict import CompareVerdict, MetricComparison
 from perfgate.stats.power import min_detectable, recommended_threshold, repeats_needed
 

@@ -13,13 +13,14 @@ fingerprint and thread pinning), only more of them, so the noise is the gate's o
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
-from perfgate.calibration.model import Calibration
 from perfgate.config import Config
+from perfgate.documents.calibration import Calibration
 from perfgate.errors import UsageError
 from perfgate.metrics import METRICS, metric_values
 from perfgate.result import RunSettings, WorkloadResult
@@ -167,3 +168,18 @@ def measure_calibrations(
     return CalibrationRun(
         calibrations=calibrations, failures=[r for r in results if r.status != "ok"]
     )
+
+
+def parse_target(text: str) -> float:
+    """``--target`` text (``2%`` or ``2``, both percent, as in ``--inject-slowdown``) as a
+    fraction (0.02); 0 < N < 100."""
+    number = text.strip().removesuffix("%").strip()
+    try:
+        percent = float(number)
+    except ValueError:
+        percent = math.nan
+    if not 0 < percent < 100:  # also rejects nan and inf
+        raise UsageError(
+            f"--target {text!r} is not a percentage in (0, 100)", "write e.g. --target 2%"
+        )
+    return percent / 100

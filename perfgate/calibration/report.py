@@ -7,7 +7,7 @@ import math
 from rich.table import Table
 
 from perfgate.calibration.explain import percent
-from perfgate.calibration.model import Calibration
+from perfgate.documents.calibration import Calibration
 from perfgate.report.run_summary import format_seconds
 from perfgate.report.terminal import PlainTable
 from perfgate.stats.power import DEFAULT_MAX_REPEATS

@@ -12,13 +12,15 @@ is at another schema revision; compare, which only wants an explanation, may tre
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import insert
 from sqlmodel import Session, col, select
 
-from perfgate.calibration.model import Calibration, finite_fields, from_fields
+from perfgate.documents.base import build, json_ready
+from perfgate.documents.calibration import Calibration
 from perfgate.result import RunResult
 from perfgate.store.engine import make_engine, unavailable_on_error, write_transaction
 from perfgate.store.tables import CalibrationRow
@@ -29,7 +31,9 @@ def save_calibrations(url: str, root: Path, calibrations: Sequence[Calibration])
     """Store every calibration in one transaction; returns how many were stored."""
     if not calibrations:
         return 0
-    rows = [CalibrationRow(**finite_fields(c)).model_dump(exclude={"id"}) for c in calibrations]
+    rows = [
+        CalibrationRow(**json_ready(asdict(c))).model_dump(exclude={"id"}) for c in calibrations
+    ]
     engine = make_engine(url, root)
     try:
         with unavailable_on_error(url), write_transaction(engine) as connection:
@@ -75,5 +79,5 @@ def calibrations_for(
 
 
 def _calibration(row: CalibrationRow) -> Calibration:
-    fields = row.model_dump(exclude={"id"})
-    return from_fields(fields)
+    """The record of a row: null figures (never detectable) are infinite again."""
+    return build(Calibration, row.model_dump(exclude={"id"}), infinite=True)

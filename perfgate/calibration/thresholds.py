@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from perfgate.calibration.model import Calibration
+from perfgate.documents.calibration import Calibration
 from perfgate.stats.sequential import narrowest_band, sequential_design
 from perfgate.thresholds import Thresholds
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from perfgate.documents.ceilings import CeilingValues, RateSamples
+
 MATMUL_DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16")
 """GPU matmul dtypes, named as in ``perfgate.telemetry.peaks`` (the peak table's keys)."""
 
@@ -67,14 +69,15 @@ class Measurement:
             size=size,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "median": self.median,
-            "min": self.minimum,
-            "max": self.maximum,
-            "samples": list(self.samples),
-            "size": self.size,
-        }
+    def document(self) -> RateSamples:
+        """As the ceilings documents record it."""
+        return RateSamples(
+            median=self.median,
+            min=self.minimum,
+            max=self.maximum,
+            samples=self.samples,
+            size=self.size,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,18 +105,18 @@ class Ceilings:
     seed: int = 0
     wall_s: float = 0.0
 
-    def values(self) -> dict[str, Any]:
-        """The JSON-ready measurements (what the ceilings file stores per environment)."""
-        return {
-            "device": self.device,
-            "device_name": self.device_name,
-            "threads": self.threads,
-            "matmul_tflops": {k: m.to_dict() for k, m in self.matmul.items()},
-            "bandwidth_bytes_per_s": {k: m.to_dict() for k, m in self.bandwidth.items()},
-            "unsupported": dict(self.unsupported),
-            "seed": self.seed,
-            "wall_s": self.wall_s,
-        }
+    def values(self) -> CeilingValues:
+        """The measurements as the ceilings documents record them."""
+        return CeilingValues(
+            device=self.device,
+            device_name=self.device_name,
+            threads=self.threads,
+            matmul_tflops={k: m.document() for k, m in self.matmul.items()},
+            bandwidth_bytes_per_s={k: m.document() for k, m in self.bandwidth.items()},
+            unsupported=dict(self.unsupported),
+            seed=self.seed,
+            wall_s=self.wall_s,
+        )
 
 
 def matmul_flops(n: int) -> int:

@@ -9,6 +9,7 @@ from perfgate.ceilings.bench import Ceilings, measure_ceilings
 from perfgate.ceilings.report import ceilings_document
 from perfgate.ceilings.store import ceilings_path, read_ceilings_file, save_ceilings
 from perfgate.config import Config
+from perfgate.documents.ceilings import CEILINGS
 from perfgate.errors import UsageError
 
 
@@ -29,8 +30,7 @@ def doctor_peak(
 
     The ceilings file and ``json_out`` are checked before anything is measured: a corrupt
     file or an unwritable path fails in a moment, not after the benchmarks."""
-    from perfgate.files import check_writable
-    from perfgate.result import write_json_atomic
+    from perfgate.files import check_writable, write_json_atomic
     from perfgate.run import resolve_device
     from perfgate.telemetry.host import default_thread_count
 
@@ -44,5 +44,6 @@ def doctor_peak(
     ceilings = measure_ceilings(resolved, threads=pinned)
     path = save_ceilings(config.root, ceilings)
     if json_out is not None:
-        write_json_atomic(json_out, ceilings_document(ceilings), option="--json")
+        document = CEILINGS.dump(ceilings_document(ceilings))
+        write_json_atomic(json_out, document, option="--json")
     return PeakOutcome(ceilings, path)

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.table import Table
 
+from perfgate import __version__
 from perfgate.ceilings.bench import Ceilings, Measurement
+from perfgate.documents.ceilings import CeilingsReport
 from perfgate.report.terminal import PlainTable
-
-DOCUMENT_NAME = "perfgate.ceilings"
-DOCUMENT_VERSION = 1
 
 _BANDWIDTH_LABELS = {
     "memory_copy": "memory copy (read + write)",
@@ -66,19 +63,12 @@ def ceilings_table(ceilings: Ceilings) -> Table:
     return table
 
 
-def ceilings_document(ceilings: Ceilings) -> dict[str, Any]:
-    """The ``--json`` document: the stored entry, with its key and a schema name."""
-    from perfgate import __version__
-    from perfgate.documents.base import json_ready
-
-    document = {
-        "schema": DOCUMENT_NAME,
-        "schema_version": DOCUMENT_VERSION,
-        "perfgate_version": __version__,
-        "fingerprint_key": ceilings.fingerprint_key,
-        "measured_at": ceilings.measured_at,
-        "fingerprint": dict(ceilings.fingerprint),
-        "values": ceilings.values(),
-    }
-    result: dict[str, Any] = json_ready(document)
-    return result
+def ceilings_document(ceilings: Ceilings) -> CeilingsReport:
+    """The ``--json`` document: the stored entry, with its key."""
+    return CeilingsReport(
+        perfgate_version=__version__,
+        fingerprint_key=ceilings.fingerprint_key,
+        measured_at=ceilings.measured_at,
+        fingerprint=dict(ceilings.fingerprint),
+        values=ceilings.values(),
+    )

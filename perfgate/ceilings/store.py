@@ -7,34 +7,28 @@ may not ship it). Ceilings describe a machine, not a run, so they need no histor
 ``doctor --peak`` replaces its environment's entry and keeps the others. The file is rewritten
 atomically (temporary file, fsync, rename), so a reader sees the old file or the new one.
 
-The file maps a fingerprint key to::
-
-    {"format": 1, "measured_at": ISO time, "perfgate_version": "0.1.0", "device": "cpu",
-     "fingerprint": {"device", "gpu_model", "cpu_model", "threads", "torch"},
-     "values": {"device", "device_name", "threads", "matmul_tflops": {dtype: measurement},
-                "bandwidth_bytes_per_s": {name: measurement}, "unsupported", "seed", "wall_s"}}
-
-where a measurement is ``{"median", "min", "max", "samples", "size"}``.
+The file is a ``perfgate.ceilings-store`` document (``perfgate.documents.ceilings``): fingerprint
+key → the environment's entry. A file of the format before the document header is migrated
+when read.
 """
 
 from __future__ import annotations
 
 import copy
-import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from perfgate import __version__
+from perfgate.documents.ceilings import CEILINGS_STORE, CeilingsEntry, CeilingsStore
 from perfgate.errors import UsageError
+from perfgate.files import write_json_atomic
 from perfgate.telemetry.fingerprint import fingerprint_key
 from perfgate.telemetry.peaks import normalize_dtype
 
 if TYPE_CHECKING:
     from perfgate.ceilings.bench import Ceilings
-
-ENTRY_FORMAT = 1
 
 
 def ceilings_path(root: Path) -> Path:
@@ -86,50 +80,33 @@ def fingerprint_summary(environment: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def read_ceilings_file(path: Path) -> dict[str, dict[str, Any]]:
-    """Every stored entry by fingerprint key; empty when the file does not exist.
+def read_ceilings_file(path: Path) -> CeilingsStore:
+    """The store at ``path``; empty when the file does not exist.
 
     A file that cannot be read as ceilings is a one-line UsageError naming it and the fix,
     never a silent reset (the user may want to look at it before deleting it)."""
+    if not path.exists():
+        return CeilingsStore()
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _corrupt(path, f"cannot read it: {getattr(exc, 'strerror', None) or exc}") from None
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise _corrupt(path, f"not valid JSON: {exc}") from None
-    except RecursionError:
-        raise _corrupt(path, "nested too deeply to be a ceilings file") from None
-    if not isinstance(data, dict):
-        raise _corrupt(path, "not a JSON object of fingerprint keys")
-    for key, entry in data.items():
-        problem = _entry_problem(entry)
-        if problem:
-            raise _corrupt(path, f"entry {key[:12]}: {problem}")
-    return data
+        return CEILINGS_STORE.load(path, "ceilings file")
+    except UsageError as exc:
+        raise UsageError(exc.problem, "delete it and rerun `perfgate doctor --peak`") from None
 
 
 def save_ceilings(root: Path, ceilings: Ceilings) -> Path:
     """Store ``ceilings`` under their fingerprint key (other environments' entries are kept);
     returns the file's path."""
-    from perfgate import __version__
-    from perfgate.documents.base import json_ready
-    from perfgate.result import write_json_atomic
-
     path = ceilings_path(root)
-    entries = read_ceilings_file(path)
-    entries[ceilings.fingerprint_key] = {
-        "format": ENTRY_FORMAT,
-        "measured_at": ceilings.measured_at,
-        "perfgate_version": __version__,
-        "device": ceilings.device,
-        "fingerprint": dict(ceilings.fingerprint),
-        "values": ceilings.values(),
-    }
-    write_json_atomic(path, json_ready(entries))
+    store = read_ceilings_file(path)
+    entry = CeilingsEntry(
+        measured_at=ceilings.measured_at,
+        perfgate_version=__version__,
+        device=ceilings.device,
+        fingerprint=dict(ceilings.fingerprint),
+        values=ceilings.values(),
+    )
+    entries = {**store.entries, ceilings.fingerprint_key: entry}
+    write_json_atomic(path, CEILINGS_STORE.dump(CeilingsStore(entries=entries)))
     return path
 
 
@@ -142,52 +119,15 @@ def lookup_ceilings(root: Path, environment: Mapping[str, Any]) -> StoredCeiling
 
 def stored_ceilings(root: Path, key: str) -> StoredCeilings | None:
     """The entry filed under ``key``, or None."""
-    entry = read_ceilings_file(ceilings_path(root)).get(key)
+    entry = read_ceilings_file(ceilings_path(root)).entries.get(key)
     if entry is None:
         return None
-    values = entry["values"]
+    values = entry.values
     return StoredCeilings(
         key=key,
-        measured_at=entry["measured_at"],
-        device=entry["device"],
-        threads=values.get("threads"),
-        matmul_tflops={k: float(m["median"]) for k, m in values["matmul_tflops"].items()},
-        bandwidth_bytes_per_s={
-            k: float(m["median"]) for k, m in values.get("bandwidth_bytes_per_s", {}).items()
-        },
-    )
-
-
-def _entry_problem(entry: Any) -> str | None:
-    """What makes ``entry`` unusable, or None when it is a valid ceilings entry."""
-    if not isinstance(entry, dict):
-        return "not an object"
-    for name in ("measured_at", "device"):
-        if not isinstance(entry.get(name), str):
-            return f"no {name}"
-    values = entry.get("values")
-    if not isinstance(values, dict) or not isinstance(values.get("matmul_tflops"), dict):
-        return "no values.matmul_tflops"
-    bandwidth = values.get("bandwidth_bytes_per_s", {})
-    if not isinstance(bandwidth, dict):
-        return "values.bandwidth_bytes_per_s is not an object"
-    rates = [*values["matmul_tflops"].items(), *bandwidth.items()]
-    for name, measurement in rates:
-        median = measurement.get("median") if isinstance(measurement, dict) else None
-        if not _positive(median):
-            return f"{name} has no positive median"
-    return None
-
-
-def _positive(value: Any) -> bool:
-    """A finite number above zero (not a bool, not a string)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    return math.isfinite(value) and value > 0
-
-
-def _corrupt(path: Path, why: str) -> UsageError:
-    return UsageError(
-        f"{path} is not a valid perfgate ceilings file ({why})",
-        "delete it and rerun `perfgate doctor --peak`",
+        measured_at=entry.measured_at,
+        device=entry.device,
+        threads=values.threads,
+        matmul_tflops={k: m.median for k, m in values.matmul_tflops.items()},
+        bandwidth_bytes_per_s={k: m.median for k, m in values.bandwidth_bytes_per_s.items()},
     )

@@ -12,6 +12,7 @@ from pathlib import Path
 from perfgate.compare import comment
 from perfgate.documents.verdict import CompareVerdict, InconclusivePolicy, verdict_document
 from perfgate.errors import PerfgateError
+from perfgate.files import write_json_atomic
 from perfgate.report.compare_markdown import (
     AdviceLine,
     append_step_summary,
@@ -20,7 +21,7 @@ from perfgate.report.compare_markdown import (
     write_markdown,
 )
 from perfgate.report.html_report import stored_histories, write_report
-from perfgate.result import RunResult, write_json_atomic
+from perfgate.result import RunResult
 from perfgate.run import utc_now
 
 

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, cast
 
 from perfgate.calibration.explain import annotate_inconclusive
-from perfgate.calibration.model import Calibration
 from perfgate.calibration.thresholds import calibrated_thresholds
 from perfgate.compare.ab import (
     compare_refs,
@@ -42,6 +41,7 @@ from perfgate.compare.sequential import ABBudget, ab_budget
 from perfgate.compare.trusted import TrustedInputs, head_view, trusted_inputs
 from perfgate.compare.worktrees import checked_out, repository_root
 from perfgate.config import Config
+from perfgate.documents.calibration import Calibration
 from perfgate.documents.verdict import CompareVerdict, InconclusivePolicy
 from perfgate.errors import InfrastructureError, UsageError
 from perfgate.result import RunResult, load_result

@@ -58,6 +58,9 @@ class DocumentKind(Generic[T]):
     """Major version N → the function that migrates it to N + 1."""
     dump_model: Callable[[T], dict[str, Any]] | None = None
     """The model's JSON form, when it is not the plain ``dataclasses.asdict`` one."""
+    legacy: Callable[[Any], Any] | None = None
+    """Recognises a document of a format written before it had a header, and gives it the
+    header of its old version (so that ``migrations`` take it from there)."""
     infinite_as_null: bool = False
     """The format writes an infinite float (an "unbounded" interval, a change that could never
     be detected) as null, which JSON can hold: its schema admits null for every number and the
@@ -94,6 +97,8 @@ class DocumentKind(Generic[T]):
 
     def upgrade(self, data: Any, origin: str) -> dict[str, Any]:
         """The document as the current major version (checked and migrated, not validated)."""
+        if self.legacy is not None:
+            data = self.legacy(data)
         if not isinstance(data, dict) or data.get("schema") != self.name:
             found = data.get("schema") if isinstance(data, dict) else type(data).__name__
             raise UsageError(

@@ -6,7 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from perfgate.documents.base import DocumentKind
+from perfgate.documents.calibration import CALIBRATION
+from perfgate.documents.ceilings import CEILINGS, CEILINGS_STORE
 from perfgate.documents.verdict import ERROR, VERDICT
 from perfgate.result import RESULT
 
-KINDS: tuple[DocumentKind[Any], ...] = (RESULT, VERDICT, ERROR)
+KINDS: tuple[DocumentKind[Any], ...] = (
+    RESULT,
+    VERDICT,
+    ERROR,
+    CALIBRATION,
+    CEILINGS,
+    CEILINGS_STORE,
+)

@@ -53,9 +53,9 @@ from perfgate.compare.worktrees import checked_out, repository_root
 from perfgate.config import Config, load_config
 from perfgate.documents.verdict import ERROR, ErrorDocument
 from perfgate.errors import ExitCode, PerfgateError, UsageError
-from perfgate.files import write_text_atomic
+from perfgate.files import write_json_atomic, write_text_atomic
 from perfgate.names import check_name
-from perfgate.result import RunResult, write_json_atomic, write_result
+from perfgate.result import RunResult, write_result
 from perfgate.run import prepare, resolve_device, run_fingerprint, utc_now
 from perfgate.runner.interleave import InterleaveObserver
 from perfgate.runner.orchestrator import RunObserver, run_workloads

@@ -53,10 +53,10 @@ from perfgate.documents.verdict import (
     WorkloadVerdict,
 )
 from perfgate.errors import ExitCode, InfrastructureError, PerfgateError, UsageError
+from perfgate.files import write_text_atomic
 from perfgate.report.anchors import anchor
 from perfgate.report.run_summary import format_value
 from perfgate.report.templating import environment
-from perfgate.result import write_text_atomic
 
 PR_COMMENT_LIMIT = 65_000
 """Default size bound: under GitHub's 65,536-character comment limit, with a margin."""

@@ -12,11 +12,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from perfgate.files import write_text_atomic
 from perfgate.report.documents import merged_advice, read_document
 from perfgate.report.history import WorkloadHistory
 from perfgate.report.page import Page, build_page
 from perfgate.report.templating import environment
-from perfgate.result import RunResult, write_text_atomic
+from perfgate.result import RunResult
 
 REPORT_TEMPLATE = "report.html.j2"
 

@@ -39,7 +39,7 @@ from typing import Any
 from perfgate.distributed.launch import rank_output_path
 from perfgate.distributed.process_group import launched_rank, process_group
 from perfgate.errors import UsageError
-from perfgate.result import write_json_atomic
+from perfgate.files import write_json_atomic
 from perfgate.runner.canary import SlowdownInjector
 from perfgate.runner.lifetime import die_with_parent
 from perfgate.runner.steady import steady_start

@@ -1,8 +1,11 @@
-"""The calibration record: one workload's A/A noise and what the gate can detect with it.
+"""The calibration document (``perfgate.calibration``): one workload's A/A noise on one
+environment, and what the gate can detect with it (``perfgate calibrate --json``; the same
+records are stored in the database's calibrations table).
 
-Format history of the JSON document (``CALIBRATION_VERSION``):
+Format history:
 
-- 1 (perfgate 0.1, 2026-11): first version.
+- 1.0 (perfgate 0.1, 2026-11): first version.
+- 1.1 (2026-12-02): the header's ``schema_minor``.
 
 Infinite figures (a test that can never reach significance) are written as null, like the
 verdict document's ``min_detectable``.
@@ -10,14 +13,10 @@ verdict document's ``min_detectable``.
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-from perfgate.errors import UsageError
-
-CALIBRATION_SCHEMA = "perfgate.calibration"
-CALIBRATION_VERSION = 1
+from perfgate.documents.base import DocumentKind
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,45 +65,18 @@ class Calibration:
     that many repeats (None: not within 200)."""
 
 
-def parse_target(text: str) -> float:
-    """``--target`` text (``2%`` or ``2``, both percent, as in ``--inject-slowdown``) as a
-    fraction (0.02); 0 < N < 100."""
-    number = text.strip().removesuffix("%").strip()
-    try:
-        percent = float(number)
-    except ValueError:
-        percent = math.nan
-    if not 0 < percent < 100:  # also rejects nan and inf
-        raise UsageError(
-            f"--target {text!r} is not a percentage in (0, 100)", "write e.g. --target 2%"
-        )
-    return percent / 100
+@dataclass(frozen=True, kw_only=True)
+class CalibrationReport:
+    """What one ``perfgate calibrate`` measured: a record per workload."""
+
+    calibrations: list[Calibration]
 
 
-def calibration_document(calibrations: list[Calibration]) -> dict[str, Any]:
-    """The JSON-ready document of a calibrate run (``--json``); inf written as null."""
-    return {
-        "schema": CALIBRATION_SCHEMA,
-        "schema_version": CALIBRATION_VERSION,
-        "calibrations": [finite_fields(c) for c in calibrations],
-    }
-
-
-def finite_fields(calibration: Calibration) -> dict[str, Any]:
-    """The record as a dict with infinite floats as None (JSON and SQL both get null)."""
-    data = asdict(calibration)
-    data["repeat_values_s"] = list(calibration.repeat_values_s)
-    return {
-        k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in data.items()
-    }
-
-
-def from_fields(data: dict[str, Any]) -> Calibration:
-    """The inverse of :func:`finite_fields`: null figures become inf again."""
-    values = dict(data)
-    for name in ("min_detectable", "recommended_threshold"):
-        if values.get(name) is None:
-            values[name] = math.inf
-    values["repeat_values_s"] = tuple(float(v) for v in values.get("repeat_values_s") or ())
-    values["knobs"] = dict(values.get("knobs") or {})
-    return Calibration(**values)
+CALIBRATION: DocumentKind[CalibrationReport] = DocumentKind(
+    name="perfgate.calibration",
+    major=1,
+    minor=1,
+    model=CalibrationReport,
+    produced_by="perfgate calibrate --json",
+    infinite_as_null=True,
+)
