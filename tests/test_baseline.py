@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from sqlmodel import Session, select
 
-from perfgate.baseline.export import export_baselines, snapshot_path
+from perfgate.baseline.export import export_baselines
 from perfgate.baseline.refresh import RefreshPolicy, refresh_baselines
+from perfgate.documents.snapshot import baseline_key, snapshot_path
 from perfgate.result import (
     RepeatResult,
     RunResult,
@@ -21,7 +22,6 @@ from perfgate.result import (
     WorkloadSummary,
 )
 from perfgate.store.engine import make_engine
-from perfgate.store.history import baseline_key
 from perfgate.store.ingest import store_run, store_runs
 from perfgate.store.tables import BaselineRow, ChangePointRow
 from perfgate.telemetry.fingerprint import fingerprint_key

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import IntegrityError
 
 from perfgate.baseline.refresh import refresh_baselines
+from perfgate.documents.snapshot import baseline_key
 from perfgate.result import (
     RepeatResult,
     RunResult,
@@ -37,7 +38,6 @@ from perfgate.result import (
     WorkloadSummary,
 )
 from perfgate.store.engine import make_engine
-from perfgate.store.history import baseline_key
 from perfgate.store.ingest import store_runs
 from perfgate.telemetry.fingerprint import fingerprint_key
 

@@ -668,8 +668,7 @@ def test_random_rule_files_are_linted_not_crashed_on(project: Path, content: byt
 
 def snapshot_file(project: Path) -> Path:
     """Where ``compare good.json --baseline-dir baselines`` looks for the mlp snapshot."""
-    from perfgate.baseline.export import snapshot_path
-    from perfgate.store.history import baseline_key
+    from perfgate.documents.snapshot import baseline_key, snapshot_path
 
     workload = GOOD["workloads"][0]
     key = baseline_key(

@@ -19,12 +19,12 @@ from hypothesis import strategies as st
 from synthetic import synthetic_run
 from test_compare_markdown import twelve_metrics
 
-from perfgate.baseline.export import snapshot_path
 from perfgate.compare import comment
 from perfgate.compare.gate import compare_runs
 from perfgate.compare.membership import GatedWorkload, with_membership
 from perfgate.compare.trusted import trusted_database_url
 from perfgate.config import Config, _build
+from perfgate.documents.snapshot import snapshot_path
 from perfgate.documents.verdict import (
     ERROR,
     VERDICT,

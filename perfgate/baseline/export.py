@@ -16,28 +16,17 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from perfgate.baseline.refresh import RefreshPolicy
+from perfgate.documents.snapshot import SNAPSHOT, BaselineSnapshot, SnapshotRun, snapshot_path
 from perfgate.errors import InfrastructureError
 from perfgate.files import write_json_atomic
-from perfgate.names import check_key, check_name, confined
 from perfgate.store.history import (
     baseline_members,
     environment_fingerprint,
     list_baselines,
     runs_by_id,
+    stored_metrics,
 )
 from perfgate.store.tables import BaselineRow
-
-SNAPSHOT_SCHEMA = "perfgate.baseline"
-SNAPSHOT_VERSION = 1
-NO_SUITE = "_workloads"
-"""Folder for baselines of runs that named workloads instead of a suite."""
-
-
-def snapshot_path(out_dir: Path, suite: str | None, key: str) -> Path:
-    """Where the snapshot of one key lives: always inside ``out_dir`` (a suite is a name, a
-    key a digest; anything else is refused, ``perfgate.names``)."""
-    folder = NO_SUITE if suite is None else check_name(suite, "suite")
-    return confined(out_dir, folder, f"{check_key(key)}.json")
 
 
 def export_baselines(
@@ -52,7 +41,7 @@ def export_baselines(
     """
     with Session(engine) as session:
         documents = {
-            snapshot_path(out_dir, b.suite, b.key): snapshot(session, b)
+            snapshot_path(out_dir, b.suite, b.key): SNAPSHOT.dump(snapshot(session, b))
             for b in list_baselines(session, branch=branch)
         }
     if not documents:
@@ -75,46 +64,44 @@ def export_baselines(
     return written, removed
 
 
-def snapshot(session: Session, baseline: BaselineRow) -> dict[str, Any]:
-    """The snapshot document of one baseline."""
+def snapshot(session: Session, baseline: BaselineRow) -> BaselineSnapshot:
+    """The snapshot of one baseline."""
     assert baseline.id is not None
     members = baseline_members(session, baseline.id)
     runs = runs_by_id(session, [m.run_id for m in members])
-    return {
-        "schema": SNAPSHOT_SCHEMA,
-        "schema_version": SNAPSHOT_VERSION,
-        "key": baseline.key,
-        "suite": baseline.suite,
-        "workload": baseline.workload,
-        "definition_hash": baseline.definition_hash,
-        "knobs": baseline.knobs,
-        "branch": baseline.branch,
-        "environment_key": baseline.environment_key,
-        "environment": environment_fingerprint(session, baseline.environment_key),
-        "created_at": baseline.created_at,
-        "reason": baseline.reason,
-        "method": baseline.method,
-        "metrics": baseline.metrics,
-        "runs": sorted(
+    return BaselineSnapshot(
+        key=baseline.key,
+        suite=baseline.suite,
+        workload=baseline.workload,
+        definition_hash=baseline.definition_hash,
+        knobs=baseline.knobs,
+        branch=baseline.branch,
+        environment_key=baseline.environment_key,
+        environment=environment_fingerprint(session, baseline.environment_key),
+        created_at=baseline.created_at,
+        reason=baseline.reason,
+        method=baseline.method,
+        metrics=stored_metrics(baseline.metrics),
+        runs=sorted(
             (
-                {
-                    "run_id": m.run_id,
-                    "commit": runs[m.run_id].commit if m.run_id in runs else None,
-                    "started_at": runs[m.run_id].started_at if m.run_id in runs else None,
-                    "used": m.used,
-                }
+                SnapshotRun(
+                    run_id=m.run_id,
+                    commit=runs[m.run_id].commit if m.run_id in runs else None,
+                    started_at=runs[m.run_id].started_at if m.run_id in runs else None,
+                    used=m.used,
+                )
                 for m in members
             ),
-            key=lambda r: (r["started_at"] or "", r["run_id"]),
+            key=lambda r: (r.started_at or "", r.run_id),
         ),
-    }
+    )
 
 
 def _branch_snapshots(out_dir: Path, branch: str) -> list[Path]:
     found = []
     for path in sorted(out_dir.glob("*/*.json")):
         data = _stored(path)
-        is_snapshot = isinstance(data, dict) and data.get("schema") == SNAPSHOT_SCHEMA
+        is_snapshot = isinstance(data, dict) and data.get("schema") == SNAPSHOT.name
         if is_snapshot and data.get("branch") == branch:
             found.append(path)
     return found

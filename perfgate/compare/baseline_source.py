@@ -3,12 +3,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfgate.documents.snapshot import (
+    SNAPSHOT,
+    MetricStatistics,
+    baseline_key,
+    snapshot_path,
+)
 from perfgate.errors import UsageError
-from perfgate.files import check_json_values, read_json
 from perfgate.metrics import CONDITION_PREFIX, condition_values, metric_values
 from perfgate.result import MAX_STEP_S, RunResult, WorkloadResult
 from perfgate.telemetry.fingerprint import fingerprint_key
@@ -65,9 +71,6 @@ def from_snapshots(directory: Path, head: RunResult, branch: str) -> dict[str, B
 
     A head workload whose key has no snapshot is simply absent: the caller reports it.
     """
-    from perfgate.baseline.export import snapshot_path
-    from perfgate.store.history import baseline_key
-
     if not directory.is_dir():
         raise UsageError(f"baseline folder {directory} does not exist", "export baselines first")
     found = {}
@@ -77,8 +80,16 @@ def from_snapshots(directory: Path, head: RunResult, branch: str) -> dict[str, B
         path = snapshot_path(directory, head.suite, key)
         if not path.exists():
             continue
-        data = read_json(path, what="baseline snapshot", fix=SNAPSHOT_FIX)
-        found[workload.name] = _from_snapshot(data, str(path), SNAPSHOT_FIX)
+        snapshot = SNAPSHOT.load(path, "baseline snapshot")
+        found[workload.name] = _baseline_workload(
+            workload=snapshot.workload,
+            definition_hash=snapshot.definition_hash,
+            knobs=snapshot.knobs,
+            environment=snapshot.environment or {},
+            metrics=_checked(snapshot.metrics, f"baseline snapshot {path}", SNAPSHOT_FIX),
+            origin=str(path),
+            identity=f"{snapshot.key}@{snapshot.created_at}",
+        )
     return found
 
 
@@ -93,53 +104,49 @@ def conditions_of(workload: WorkloadResult) -> dict[str, list[float]]:
     }
 
 
-def _from_snapshot(data: Any, origin: str, fix: str) -> BaselineWorkload:
-    """A snapshot (or a database baseline in its shape) as a baseline, checked first: a
-    hand-edited or truncated file is a usage error naming the field, never a crash or a
-    comparison against NaN."""
-    check_json_values(data, origin, fix)
-    if not isinstance(data, dict):
-        raise UsageError(f"{origin} is not a baseline snapshot (a JSON {type(data).__name__})", fix)
-    for key, kind in (("workload", str), ("definition_hash", str), ("metrics", dict)):
-        if not isinstance(data.get(key), kind):
-            raise UsageError(f"{origin}: {key} should be a {kind.__name__}", fix)
-    for key in ("knobs", "environment"):
-        if not isinstance(data.get(key) or {}, dict):
-            raise UsageError(f"{origin}: {key} should be an object", fix)
-    series = {
-        name: _repeat_values(origin, name, stats, fix) for name, stats in data["metrics"].items()
-    }
-    metrics = {n: v for n, v in series.items() if not n.startswith(CONDITION_PREFIX)}
-    conditions = {
-        n.removeprefix(CONDITION_PREFIX): v
-        for n, v in series.items()
-        if n.startswith(CONDITION_PREFIX) and v
-    }
+def _baseline_workload(
+    *,
+    workload: str,
+    definition_hash: str,
+    knobs: dict[str, Any],
+    environment: dict[str, Any],
+    metrics: Mapping[str, MetricStatistics],
+    origin: str,
+    identity: str,
+) -> BaselineWorkload:
+    """A snapshot's (or a database baseline's) figures as a baseline: the condition series
+    apart from the metrics, empty series left out."""
+    series = {name: stats.repeat_values for name, stats in metrics.items()}
     return BaselineWorkload(
-        name=data["workload"],
-        definition_hash=data["definition_hash"],
-        knobs=data.get("knobs", {}),
-        environment=data.get("environment") or {},
-        metrics={name: values for name, values in metrics.items() if values},
-        conditions=conditions,
+        name=workload,
+        definition_hash=definition_hash,
+        knobs=knobs,
+        environment=environment,
+        metrics={n: v for n, v in series.items() if v and not n.startswith(CONDITION_PREFIX)},
+        conditions={
+            n.removeprefix(CONDITION_PREFIX): v
+            for n, v in series.items()
+            if n.startswith(CONDITION_PREFIX) and v
+        },
         origin=origin,
-        identity=f"{data.get('key') or data['workload']}@{data.get('created_at') or ''}",
+        identity=identity,
     )
 
 
-def _repeat_values(origin: str, name: str, stats: Any, fix: str) -> list[float]:
-    """One metric's per-repeat values: non-negative numbers, step times in (0, a day]."""
-    values = stats.get("repeat_values", []) if isinstance(stats, dict) else None
-    if not isinstance(values, list):
-        raise UsageError(f"{origin}: metrics/{name} has no list of repeat_values", fix)
-    for index, value in enumerate(values):
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not number or not (0 < value <= MAX_STEP_S if name == "step_time_s" else value >= 0):
-            raise UsageError(
-                f"{origin}: metrics/{name}/repeat_values/{index} is {value!r}, not a valid value",
-                fix,
-            )
-    return [float(v) for v in values]
+def _checked(
+    metrics: dict[str, MetricStatistics], origin: str, fix: str
+) -> dict[str, MetricStatistics]:
+    """The metrics, once every per-repeat value is a plausible one: step times in (0, a day],
+    everything else non-negative (a hand-edited file must never be compared as it is)."""
+    for name, stats in metrics.items():
+        for index, value in enumerate(stats.repeat_values):
+            if not (0 < value <= MAX_STEP_S if name == "step_time_s" else value >= 0):
+                raise UsageError(
+                    f"{origin}: metrics/{name}/repeat_values/{index} is {value!r}, not a valid "
+                    "value",
+                    fix,
+                )
+    return metrics
 
 
 def throttled_share(workload: WorkloadResult) -> float | None:
@@ -157,10 +164,14 @@ def from_database(
     url: str, root: Path, head: RunResult, branch: str
 ) -> dict[str, BaselineWorkload]:
     """Live baselines in the database whose key matches the head's workloads on ``branch``."""
-    from sqlmodel import Session
+    from sqlmodel import Session  # lazy: the database libraries, for this source only
 
-    from perfgate.store.engine import make_engine
-    from perfgate.store.history import baseline_key, environment_fingerprint, live_baseline
+    from perfgate.store.engine import make_engine  # lazy: as above
+    from perfgate.store.history import (  # lazy: as above
+        environment_fingerprint,
+        live_baseline,
+        stored_metrics,
+    )
 
     engine = make_engine(url, root)
     env_key = fingerprint_key(head.environment)
@@ -174,18 +185,19 @@ def from_database(
                 row = live_baseline(session, key)
                 if row is None:
                     continue
-                found[workload.name] = _from_snapshot(
-                    {
-                        "key": row.key,
-                        "created_at": row.created_at,
-                        "workload": row.workload,
-                        "definition_hash": row.definition_hash,
-                        "knobs": row.knobs,
-                        "environment": environment_fingerprint(session, row.environment_key),
-                        "metrics": row.metrics,
-                    },
-                    f"database baseline {row.id} ({row.branch}, {row.created_at})",
-                    "refresh the baselines (perfgate baseline refresh)",
+                origin = f"database baseline {row.id} ({row.branch}, {row.created_at})"
+                found[workload.name] = _baseline_workload(
+                    workload=row.workload,
+                    definition_hash=row.definition_hash,
+                    knobs=row.knobs,
+                    environment=environment_fingerprint(session, row.environment_key) or {},
+                    metrics=_checked(
+                        stored_metrics(row.metrics),
+                        origin,
+                        "refresh the baselines (perfgate baseline refresh)",
+                    ),
+                    origin=origin,
+                    identity=f"{row.key}@{row.created_at}",
                 )
     finally:
         engine.dispose()

@@ -8,6 +8,7 @@ from typing import Any
 from perfgate.documents.base import DocumentKind
 from perfgate.documents.calibration import CALIBRATION
 from perfgate.documents.ceilings import CEILINGS, CEILINGS_STORE
+from perfgate.documents.snapshot import SNAPSHOT
 from perfgate.documents.verdict import ERROR, VERDICT
 from perfgate.result import RESULT
 
@@ -18,4 +19,5 @@ KINDS: tuple[DocumentKind[Any], ...] = (
     CALIBRATION,
     CEILINGS,
     CEILINGS_STORE,
+    SNAPSHOT,
 )

@@ -60,9 +60,9 @@ def load_histories(
     """
     from sqlmodel import Session
 
+    from perfgate.documents.snapshot import baseline_key
     from perfgate.store.engine import make_engine
     from perfgate.store.history import (
-        baseline_key,
         baseline_members,
         live_baseline,
         load_history,

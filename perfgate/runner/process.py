@@ -87,8 +87,10 @@ def run_worker(
     spec_path = workdir / f"{label}.spec.json"
     out_path = workdir / f"{label}.out.json"
     log_path = workdir / f"{label}.log"
-    # The test harness's virtual clock is not wall time: nothing for the parent to witness.
-    witness = None if spec.get("step_clock") else ClockWitness(workdir, label)
+    # A profiling run times no steps, and the test harness's virtual clock is not wall time:
+    # nothing for the parent to witness in either.
+    witnessed = not spec.get("step_clock") and not spec.get("profile")
+    witness = ClockWitness(workdir, label) if witnessed else None
     if witness is not None:
         spec = {**spec, "clock_witness": str(witness.path)}
     spec_path.write_text(json.dumps(spec))
@@ -172,8 +174,8 @@ def _reported_steps(document: dict[str, Any]) -> dict[int, list[float]]:
     """Rank → the measured step times the worker (each rank of a torchrun) reported."""
     ranks = document.get("ranks")
     if ranks:
-        return {int(rank["rank"]): list(rank.get("step_times_s", [])) for rank in ranks}
-    return {0: list(document.get("step_times_s", []))}
+        return {int(rank["rank"]): list(rank.get("step_times_s") or []) for rank in ranks}
+    return {0: list(document.get("step_times_s") or [])}
 
 
 def _kill_tree(process: subprocess.Popen[bytes] | ForkedWorker) -> None:

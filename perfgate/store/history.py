@@ -6,8 +6,6 @@ Persistence only: which runs form a baseline, and when a baseline moves, is deci
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +13,8 @@ from typing import Any
 from sqlalchemy import update
 from sqlmodel import Session, col, select
 
+from perfgate.documents.base import build
+from perfgate.documents.snapshot import MetricStatistics, baseline_key
 from perfgate.store.serialised import StaleRead
 from perfgate.store.tables import (
     BaselineRow,
@@ -25,24 +25,6 @@ from perfgate.store.tables import (
     RunRow,
     WorkloadResultRow,
 )
-
-
-def baseline_key(
-    suite: str | None,
-    definition_hash: str,
-    knobs: Mapping[str, Any],
-    environment_key: str,
-    branch: str,
-) -> str:
-    """SHA-256 naming one baseline series: what ran, with which knobs, where, on which branch."""
-    identity = {
-        "suite": suite,
-        "definition_hash": definition_hash,
-        "knobs": dict(knobs),
-        "environment_key": environment_key,
-        "branch": branch,
-    }
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,3 +192,9 @@ def runs_by_id(session: Session, run_ids: Sequence[str]) -> dict[str, RunRow]:
     """Runs by id (for commits and times in exports)."""
     rows = session.exec(select(RunRow).where(col(RunRow.id).in_(list(run_ids)))).all()
     return {row.id: row for row in rows}
+
+
+def stored_metrics(metrics: Mapping[str, Any]) -> dict[str, MetricStatistics]:
+    """A baseline row's metrics column (JSON, as ``perfgate.baseline.refresh`` stored it) as the
+    snapshot's typed statistics."""
+    return {name: build(MetricStatistics, stats) for name, stats in metrics.items()}
