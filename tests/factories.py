@@ -1,0 +1,350 @@
+"""Maximal documents: every optional field of every model set to a plausible value.
+
+A test that builds a result, a verdict or a snapshot by hand starts from these (``replace``
+what it varies), and ``tests/test_documents.py`` writes each one, reads it back through its
+format's reader and checks it comes back equal: the schema round trip of every field.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from perfgate.documents.calibration import Calibration, CalibrationReport
+from perfgate.documents.ceilings import (
+    CeilingsEntry,
+    CeilingsReport,
+    CeilingsStore,
+    CeilingValues,
+    RateSamples,
+)
+from perfgate.documents.snapshot import BaselineSnapshot, MetricStatistics, SnapshotRun
+from perfgate.documents.verdict import (
+    CompareVerdict,
+    ErrorDocument,
+    MetricComparison,
+    SideQuality,
+    WorkloadVerdict,
+)
+from perfgate.result import (
+    FlopCount,
+    RankResult,
+    RepeatConditions,
+    RepeatResult,
+    RunResult,
+    RunSettings,
+    SourceInfo,
+    WorkloadResult,
+    WorkloadSummary,
+)
+
+RUN_ID = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
+HASH = "ab" * 32
+ENVIRONMENT: dict[str, Any] = {
+    "device": "cuda",
+    "cpu": {"model": "x86", "physical_cores": 2},
+    "gpu": {"model": "NVIDIA H200", "count": 1, "nvml_index": 0},
+    "torch": {"version": "2.13.0"},
+    "distributed": {"world_size": 2, "backend": "nccl"},
+}
+
+
+def repeat(index: int = 0, *, ranks: bool = True) -> RepeatResult:
+    """A distributed repeat of a GPU workload with every field measured."""
+    steps = [0.0102, 0.0100, 0.0101, 0.0099]
+    return RepeatResult(
+        index=index,
+        status="ok",
+        exit_code=0,
+        wall_s=2.5,
+        timer="cuda_event",
+        threads=2,
+        first_step_s=0.8,
+        warmup_times_s=[0.05, 0.011],
+        step_times_s=steps,
+        steady_start=1,
+        losses=[2.3, 2.2, 2.1, 2.0],
+        dataloader_wait_s=[0.0, 0.0001, 0.0, 0.0],
+        epoch_restarts=1,
+        peak_memory={"rss_bytes": 400_000_000, "cuda_allocated_bytes": 2**30},
+        phases={"spawned": 1.0, "start": 1.1, "measure_start": 2.0, "measure_end": 2.1},
+        telemetry={"samples": [{"t": 1.0, "cpu": 0.5}]},
+        telemetry_summary={"gpu": {"throttled_fraction": 0.0}},
+        stderr_tail=None,
+        injected_s_per_step=None,
+        slowest_rank=1 if ranks else None,
+        ranks=[
+            RankResult(
+                rank=rank,
+                median_step_s=0.0101,
+                step_times_s=steps,
+                steady_start=1,
+                dataloader_wait_s=[0.0] * 4,
+                peak_memory={"cuda_allocated_bytes": 2**30},
+                first_step_s=0.8,
+                communication={"share": 0.1, "exposed_share": 0.05} if rank == 0 else None,
+            )
+            for rank in (0, 1)
+        ]
+        if ranks
+        else None,
+        conditions=RepeatConditions(
+            samples=4,
+            runqueue_wait_share=0.01,
+            other_cpu_cores=0.2,
+            cpu_pressure_share=0.0,
+            steal_share=0.0,
+            cpu_mhz=2900.0,
+            gpu_other_processes=0,
+            gpu_sm_mhz=1980.0,
+        ),
+    )
+
+
+def workload(name: str = "gpt") -> WorkloadResult:
+    """A distributed GPU workload with FLOPs, a summary and two repeats."""
+    return WorkloadResult(
+        name=name,
+        version=2,
+        kind="user",
+        factory="team.bench:make_gpt",
+        preset="full",
+        definition_hash=HASH,
+        knobs={"precision": "bf16", "compile": False},
+        params={"layers": 4},
+        device="cuda",
+        status="ok",
+        samples_per_step=32,
+        tokens_per_step=32 * 256,
+        compute_dtype="bf16",
+        flops=FlopCount(
+            counted_per_step=10**12,
+            analytic_per_step=1.1e12,
+            analytic_formula="6N + 12LHQT",
+            used="counted",
+            by_operator={"aten::mm": 9 * 10**11},
+        ),
+        setup_info={"parameters": 10**6, "optimizer": {"class": "AdamW", "fused": True}},
+        repeats=[repeat(0), repeat(1)],
+        summary=WorkloadSummary(
+            ok_repeats=2,
+            median_step_s=0.0101,
+            repeat_medians_s=[0.0101, 0.0100],
+            between_repeat_cv=0.01,
+            samples_per_s=3168.0,
+            tokens_per_s=811_000.0,
+            tflops=99.0,
+            mfu=0.1,
+            mfu_reason=None,
+            peak_tflops=989.4,
+            peak_memory_bytes=2**30,
+            first_step_s=0.8,
+            dataloader_wait_share=0.01,
+            final_loss=2.0,
+            world_size=2,
+            rank_spread=0.02,
+            communication_share=0.1,
+            communication_exposed_share=0.05,
+            communication_overlap=0.5,
+            rank_imbalance=0.03,
+            ceiling_tflops=700.0,
+            ceiling_fraction=0.14,
+            ceiling_measured_at="2026-12-02T10:00:00+00:00",
+        ),
+    )
+
+
+def run(**changes: Any) -> RunResult:
+    """A run with every optional field of the result format set."""
+    fields: dict[str, Any] = {
+        "run_id": RUN_ID,
+        "perfgate_version": "0.1.0",
+        "started_at": "2026-12-02T10:00:00+00:00",
+        "finished_at": "2026-12-02T10:05:00+00:00",
+        "suite": "pr",
+        "device": "cuda",
+        "settings": RunSettings(
+            repeats=2,
+            steps=4,
+            warmup=2,
+            timeout_s=600.0,
+            threads=2,
+            seed=7,
+            shard="1/2",
+            inject_slowdown=0.1,
+            nproc_per_node=2,
+        ),
+        "source": SourceInfo(
+            commit="c0ffee" * 6 + "abcd",
+            branch="feature",
+            dirty=False,
+            repository="team/project",
+            pr_number=42,
+            trigger="pr",
+            ci="github-actions",
+            subject="Make attention faster [skip] `code` <b>",
+        ),
+        "environment": ENVIRONMENT,
+        "workloads": [workload("gpt"), workload("mlp")],
+    }
+    return RunResult(**{**fields, **changes})
+
+
+def comparison(metric: str = "step_time_s", **changes: Any) -> MetricComparison:
+    """A sequential comparison with every field set (an unbounded detectable change)."""
+    fields: dict[str, Any] = {
+        "metric": metric,
+        "direction": "lower",
+        "baseline_median": 0.0101,
+        "head_median": 0.0125,
+        "ratio": 1.24,
+        "ci_low": 1.2,
+        "ci_high": 1.28,
+        "p_value": 0.001,
+        "threshold": 0.05,
+        "min_detectable": math.inf,
+        "baseline_repeats": 6,
+        "head_repeats": 6,
+        "verdict": "regression",
+        "reasons": ("decided after 6 of at most 40 rounds",),
+        "p_adjusted": 0.002,
+        "quality": (SideQuality(bimodal=True, cv=0.1, throttled_share=0.0), SideQuality()),
+        "baseline_values": (0.01, 0.0101),
+        "head_values": (0.0124, 0.0126),
+        "method": "sequential",
+        "derived_from": None,
+        "rounds_needed": 12,
+    }
+    return MetricComparison(**{**fields, **changes})
+
+
+def verdict(**changes: Any) -> CompareVerdict:
+    """A verdict with a workload of every status."""
+    fields: dict[str, Any] = {
+        "overall": "regression",
+        "head_run_id": RUN_ID,
+        "workloads": [
+            WorkloadVerdict(
+                name="gpt",
+                status="compared",
+                baseline_origin="baselines/pr/x.json",
+                comparisons=[
+                    comparison(),
+                    comparison("samples_per_s", direction="higher", derived_from="step_time_s"),
+                ],
+                notes=["re-measured as an interleaved A/B"],
+            ),
+            WorkloadVerdict(name="mlp", status="missing", notes=["not measured at head"]),
+            WorkloadVerdict(name="bert", status="definition_changed"),
+            WorkloadVerdict(name="new", status="no_baseline"),
+            WorkloadVerdict(name="odd", status="loss_mismatch", notes=["final loss differs"]),
+        ],
+        "environment_differences": ["torch: 2.11.0 → 2.13.0"],
+        "method": "interleaved",
+        "notes": ["suite, thresholds and policy read from main"],
+        "head_commit": "c0ffee" * 6 + "abcd",
+        "head_subject": "Make attention faster",
+        "inconclusive_policy": "fail",
+    }
+    return CompareVerdict(**{**fields, **changes})
+
+
+def error() -> ErrorDocument:
+    return ErrorDocument(exit_code=3, problem="head workloads did not run", fix="fix them")
+
+
+def calibration(**changes: Any) -> Calibration:
+    fields: dict[str, Any] = {
+        "workload": "gpt",
+        "preset": "smoke",
+        "definition_hash": HASH,
+        "knobs": {"precision": "bf16"},
+        "device": "cpu",
+        "environment_key": "cd" * 32,
+        "created_at": "2026-12-02T10:00:00+00:00",
+        "repeats": 6,
+        "steps": 12,
+        "warmup": 3,
+        "step_median_s": 0.01,
+        "within_cv": 0.02,
+        "between_sigma": 0.05,
+        "repeat_values_s": (0.0101, 0.0099),
+        "threshold": 0.05,
+        "configured_repeats": 5,
+        "min_detectable": math.inf,
+        "recommended_threshold": 0.12,
+        "target": 0.02,
+        "repeats_for_target": None,
+        "repeats_for_target_tuned": 40,
+    }
+    return Calibration(**{**fields, **changes})
+
+
+def calibration_report() -> CalibrationReport:
+    return CalibrationReport(calibrations=[calibration(), calibration(workload="mlp")])
+
+
+def rate(median: float, size: int) -> RateSamples:
+    return RateSamples(
+        median=median, min=median * 0.9, max=median * 1.1, samples=(median,), size=size
+    )
+
+
+def ceiling_values() -> CeilingValues:
+    return CeilingValues(
+        device="cuda",
+        device_name="NVIDIA H200",
+        threads=8,
+        matmul_tflops={"fp32": rate(50.0, 8192), "bf16": rate(700.0, 8192)},
+        bandwidth_bytes_per_s={"device_copy": rate(4e12, 2**30)},
+        unsupported={"fp8": "not measured"},
+        seed=1,
+        wall_s=12.5,
+    )
+
+
+def ceilings_report() -> CeilingsReport:
+    return CeilingsReport(
+        perfgate_version="0.1.0",
+        fingerprint_key="cd" * 32,
+        measured_at="2026-12-02T10:00:00+00:00",
+        fingerprint={"device": "cuda", "gpu_model": "NVIDIA H200"},
+        values=ceiling_values(),
+    )
+
+
+def ceilings_store() -> CeilingsStore:
+    entry = CeilingsEntry(
+        measured_at="2026-12-02T10:00:00+00:00",
+        perfgate_version="0.1.0",
+        device="cuda",
+        fingerprint={"device": "cuda"},
+        values=ceiling_values(),
+    )
+    return CeilingsStore(entries={"cd" * 32: entry, "ef" * 32: entry})
+
+
+def snapshot() -> BaselineSnapshot:
+    return BaselineSnapshot(
+        key="12" * 32,
+        suite="pr",
+        workload="gpt",
+        definition_hash=HASH,
+        knobs={"precision": "bf16"},
+        branch="main",
+        environment_key="cd" * 32,
+        environment=ENVIRONMENT,
+        created_at="2026-12-02T03:00:00+00:00",
+        reason="first baseline for this key (3 runs)",
+        method={"metric": "step_time_s", "window": 10},
+        metrics={
+            "step_time_s": MetricStatistics(
+                median=0.0101,
+                run_medians=[0.01, 0.0101, 0.0102],
+                repeat_values=[0.01, 0.0101, 0.0102, 0.0099],
+                runs=3,
+                repeats=4,
+            )
+        },
+        runs=[SnapshotRun(run_id=RUN_ID, commit="abc", started_at="2026-12-01", used=True)],
+    )
