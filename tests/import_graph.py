@@ -87,11 +87,12 @@ def _function_nodes(tree: ast.AST) -> set[int]:
 
 
 def _type_checking_only(tree: ast.Module, target: ast.AST) -> bool:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            if any(child is target for stmt in node.body for child in ast.walk(stmt)):
-                return True
-    return False
+    return any(
+        isinstance(node, ast.If)
+        and "TYPE_CHECKING" in ast.unparse(node.test)
+        and any(child is target for stmt in node.body for child in ast.walk(stmt))
+        for node in ast.walk(tree)
+    )
 
 
 def _targets(
