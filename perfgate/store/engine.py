@@ -30,7 +30,11 @@ from sqlmodel import create_engine
 
 from perfgate.errors import InfrastructureError, UsageError
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
+SQLITE_BUSY_TIMEOUT_MS = 120_000
+"""How long a writer waits for SQLite's write lock. Two minutes, not SQLite's usual seconds:
+on a loaded CI runner eight jobs creating one database at once queued more than 30 s behind
+the first one's migrations (the clean-clone suite under load once failed so), and a job that
+waits is better than one that fails with "database is locked"."""
 POSTGRES_CONNECT_TIMEOUT_S = 10
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 LEGACY_REVISION = "0001"
