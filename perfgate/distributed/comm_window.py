@@ -22,8 +22,8 @@ def measure_communication(
 ) -> dict[str, Any] | None:
     """The rank's communication summary over ``steps`` profiled steps; None without collectives."""
     from perfgate.advise.profile_window import profile_steps
-    from perfgate.advise.trace_evidence import load_trace
-    from perfgate.distributed.comm_trace import communication_summary
+    from perfgate.trace.communication import communication_summary
+    from perfgate.trace.loader import load_trace
 
     profile_steps(setup, source, device, steps, trace_path)
     try:
