@@ -39,8 +39,8 @@ from typing import Any
 
 from perfgate.advise.catalogue import Evidence
 from perfgate.advise.evidence import evidence_from_trace
-from perfgate.advise.facts import device_backend
 from perfgate.advise.trace_evidence import trace_evidence
+from perfgate.trace.facts import device_backend
 from perfgate.trace.loader import load_document, parse_trace
 
 REPO = Path(__file__).resolve().parent.parent

@@ -26,12 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.advise.catalogue import EVIDENCE, Evidence
-from perfgate.advise.facts import DERIVATION_INPUTS
 from perfgate.advise.trace_evidence import trace_evidence
 from perfgate.config import Config
-from perfgate.distributed.launch import rank_trace_path
 from perfgate.distributed.summary import step_imbalance
 from perfgate.errors import PerfgateError, UsageError
+from perfgate.files import rank_trace_path
 from perfgate.result import RunSettings
 from perfgate.run import prepare, resolve_device
 from perfgate.runner.forkserver import ForkServer, worker_launcher
@@ -39,6 +38,7 @@ from perfgate.runner.orchestrator import SAMPLE_INTERVAL_S, worker_spec
 from perfgate.runner.plan import PlannedWorkload, Selection
 from perfgate.runner.process import run_worker
 from perfgate.trace.communication import communication_summary
+from perfgate.trace.facts import DERIVATION_INPUTS
 from perfgate.trace.loader import load_document, parse_trace
 from perfgate.trace.model import Trace
 

@@ -149,7 +149,7 @@ def variant_pairs(device: str = "cpu", cores: int | None = None) -> tuple[Varian
     fully tuned, not just free of its planted defects: otherwise the next bottleneck draws advice
     that no defect here explains, which the precision score counts against the rules.
     """
-    from perfgate.advise.facts import cpu_cores_available
+    from perfgate.trace.facts import cpu_cores_available
     from perfgate.workloads.builtin import BUILTIN_WORKLOADS
 
     cores = cpu_cores_available() if cores is None else cores
@@ -467,7 +467,7 @@ def host_defects(ctx: WorkloadContext) -> TrainingSetup:
     ``item_every_step`` reads the loss with ``.item()`` in every step, as loss logging does,
     breaking on purpose the protocol's rule against it.
     """
-    from perfgate.runner.worker import load_factory
+    from perfgate.workloads.setup import load_factory
     from perfgate.workloads.builtin import BUILTIN_WORKLOADS
 
     params: dict[str, Any] = dict(ctx.params)

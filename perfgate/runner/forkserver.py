@@ -551,7 +551,7 @@ def _unsupported() -> str | None:
 
 def _run_worker(spec_path: str, out_path: str) -> int:
     """``python -m perfgate.runner.worker SPEC OUT`` in this process; its exit code."""
-    from perfgate.runner import worker
+    from perfgate.runner import worker  # lazy: only a forked child runs it (SERVER_IMPORTS)
 
     importlib.invalidate_caches()
     numpy_random = sys.modules.get("numpy.random")

@@ -15,4 +15,8 @@ CPU-only trace, which is what perfgate profiles on a CI runner without a GPU.
 * ``breakdown``, ``syncs``, ``attention``, ``compute``, ``gpu``, ``communication`` — the
   extractors: pure functions of the model or its timeline, each returning a typed result.
 * ``intervals`` — sets of time intervals (union, intersection, difference).
+* ``capture`` — the worker's profiling windows, run inside the worker process: the profiling
+  mode of ``perfgate advise`` and a distributed repeat's communication window; with
+  ``facts``, what the live training objects say beside the trace. The worker imports them only
+  when it profiles, never on its timed path.
 """
