@@ -37,9 +37,9 @@ from typing import Any
 from perfgate.distributed.process_group import launched_rank, process_group
 from perfgate.errors import UsageError
 from perfgate.files import rank_output_path, rank_trace_path
+from perfgate.parent import die_with_parent
 from perfgate.result import write_json_atomic
 from perfgate.runner.canary import SlowdownInjector
-from perfgate.runner.lifetime import die_with_parent
 from perfgate.runner.steady import steady_start
 from perfgate.runner.step_clock import VirtualClock, install_step_clock
 from perfgate.runner.timing import make_timer
