@@ -173,7 +173,8 @@ def _reported_steps(document: dict[str, Any]) -> dict[int, list[float]]:
     """Rank → the measured step times the worker (each rank of a torchrun) reported."""
     ranks = document.get("ranks")
     if ranks:
-        return {int(rank["rank"]): list(rank.get("step_times_s", [])) for rank in ranks}
+        # A rank of a profiling window measured no steps: its merged entry holds None.
+        return {int(rank["rank"]): list(rank.get("step_times_s") or []) for rank in ranks}
     return {0: list(document.get("step_times_s", []))}
 
 
