@@ -182,17 +182,20 @@ def is_forward_op(name: str) -> bool:
 
 
 def op_dtype(event_args: dict[str, Any], kernel_names: Sequence[str] = ()) -> str | None:
-    """The compute dtype of a matmul/conv from its event's ``args``: see :func:`compute_dtype`."""
-    return compute_dtype(event_args.get("Input type") or [], kernel_names)
+    """The compute dtype of a matmul/conv from its event's ``args`` and its kernels' names:
+    see :func:`compute_dtype`."""
+    types = event_args.get("Input type") or []
+    return compute_dtype(types, [kernel_dtype(name) for name in kernel_names])
 
 
-def compute_dtype(input_types: Sequence[str], kernel_names: Sequence[str] = ()) -> str | None:
+def compute_dtype(
+    input_types: Sequence[str], kernel_dtypes: Sequence[str | None] = ()
+) -> str | None:
     """The compute dtype of a matmul/conv: its first tensor input type (``record_shapes``), fp32
-    refined to tf32 when its kernel says so, else read from the kernel name; None if unknown."""
+    refined to tf32 when its kernel says so, else the first dtype its kernels' names spell
+    (:func:`kernel_dtype`); None if unknown."""
     declared = next((_TYPE_NAMES[t.lower()] for t in input_types if t.lower() in _TYPE_NAMES), None)
-    from_kernel = next(
-        (dtype for name in kernel_names if (dtype := kernel_dtype(name)) is not None), None
-    )
+    from_kernel = next((dtype for dtype in kernel_dtypes if dtype is not None), None)
     if declared == "fp32" and from_kernel == "tf32":
         return "tf32"
     return declared or from_kernel

@@ -47,20 +47,21 @@ class MatmulAlignment:
     """The hottest matmul: ``op [shape]x[shape]``."""
 
 
-def compute_ops(timeline: Timeline) -> dict[int, tuple[float, list[str]]]:
-    """Innermost matmul/conv ops in steps → (time, kernel names): kernel time on a GPU trace
-    (a kernel belongs to the innermost compute op above its launch), op duration on CPU."""
+def compute_ops(timeline: Timeline) -> dict[int, tuple[float, list[Kernel]]]:
+    """Innermost matmul/conv ops in steps → (time, kernels): kernel time on a GPU trace (a
+    kernel belongs to the innermost compute op above its launch), op duration on CPU."""
     host = timeline.host
-    result: dict[int, tuple[float, list[str]]] = {}
+    result: dict[int, tuple[float, list[Kernel]]] = {}
     if timeline.gpu:
         for node in timeline.gpu:
-            if node.step < 0 or node.launcher < 0 or not isinstance(node.activity, Kernel):
+            kernel = node.activity
+            if node.step < 0 or node.launcher < 0 or not isinstance(kernel, Kernel):
                 continue
             op = host[node.launcher].compute_op
             if op >= 0:
-                time, names = result.get(op, (0.0, []))
-                names.append(node.name)
-                result[op] = (time + node.end - node.ts, names)
+                time, kernels = result.get(op, (0.0, []))
+                kernels.append(kernel)
+                result[op] = (time + node.end - node.ts, kernels)
         return result
     enclosing = {
         host[event.parent].compute_op
@@ -79,9 +80,10 @@ def precision(timeline: Timeline) -> Precision:
         MATMUL: defaultdict(float),
         CONV: defaultdict(float),
     }
-    for index, (time, names) in compute_ops(timeline).items():
+    for index, (time, kernels) in compute_ops(timeline).items():
         event = timeline.host[index].event
-        dtype = compute_dtype(event.input_types, sorted(names, key=len))
+        shortest_first = sorted(kernels, key=lambda kernel: len(kernel.name))
+        dtype = compute_dtype(event.input_types, [kernel.dtype for kernel in shortest_first])
         category = op_category(event.name)
         if dtype and category in by_category:
             by_category[category][dtype] += time
