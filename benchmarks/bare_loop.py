@@ -17,8 +17,8 @@ import torch
 
 from perfgate.config import load_config
 from perfgate.runner.plan import Selection, make_plan
-from perfgate.runner.worker import load_factory
 from perfgate.workloads.protocol import WorkloadContext
+from perfgate.workloads.setup import load_factory
 
 
 def main(workload: str, preset: str, threads: int, warmup: int, steps: int) -> None:

@@ -5,7 +5,7 @@ throttled share) and exits non-zero naming each path that did not deliver.
 
 Two more modes serve the advisor's step of the script: ``--knobs WORKLOAD…`` prints the
 ``--knob`` arguments that select the planted inefficient variants
-(``perfgate.advise.variants``), and ``--advice FILE`` prints which rules fired on them against
+(``benchmarks/planted.py``), and ``--advice FILE`` prints which rules fired on them against
 the rules the planted defects should draw. ``--sequential WORKLOAD SLOWDOWN ROUNDS`` runs the
 sequential interleaved A/B of the plain workload against its canary on CUDA (the PR verdict's
 path, without git) and prints the verdict, the rounds it took and each repeat's start-up
@@ -99,7 +99,7 @@ def describe(workload: WorkloadResult) -> str:
 
 def variant_knobs(workloads: list[str]) -> list[str]:
     """``--knob`` arguments selecting the inefficient variants of ``workloads`` on CUDA."""
-    from perfgate.advise.variants import knob_assignments, variant_pairs
+    from planted import knob_assignments, variant_pairs  # lazy: imports torch and the workloads
 
     pairs = [pair for pair in variant_pairs("cuda") if pair.workload in workloads]
     return [arg for knob in knob_assignments(pairs, "inefficient") for arg in ("--knob", knob)]
@@ -113,7 +113,7 @@ def check_advice(document: dict[str, Any]) -> list[str]:
     the hardware (``tests/test_advise_planted.py`` scores the CPU strictly; here it is measured
     on a GPU), so the table is the finding. A workload that could not be profiled fails.
     """
-    from perfgate.advise.variants import table_lines, variant_pairs
+    from planted import table_lines, variant_pairs  # lazy: imports torch and the workloads
 
     by_name = {w["name"]: w for w in document["workloads"]}
     pairs = [pair for pair in variant_pairs("cuda") if pair.workload in by_name]

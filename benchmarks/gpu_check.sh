@@ -59,7 +59,7 @@ echo "== perfgate diagnose on the GPU: what bounds gpt and resnet (timed run + p
 python3 -m perfgate diagnose --device cuda -w gpt@full -w resnet@full --repeats 2 --steps 10 \
   --knob precision=bf16 --json "$out/diagnosis.json" --out "$out/diagnose-run.json" || status=1
 
-echo "== perfgate advise on the planted inefficient variants (perfgate/advise/variants.py)"
+echo "== perfgate advise on the planted inefficient variants (benchmarks/planted.py)"
 read -r -a variant_knobs <<< "$(python3 benchmarks/gpu_check.py --knobs gpt resnet)"
 python3 -m perfgate advise --device cuda -w gpt@full -w resnet@full "${variant_knobs[@]}" \
   --warmup 3 --json "$out/advice-inefficient.json" || status=1

@@ -39,8 +39,9 @@ from typing import Any
 
 from perfgate.advise.catalogue import Evidence
 from perfgate.advise.evidence import evidence_from_trace
-from perfgate.advise.facts import device_backend
-from perfgate.advise.trace_evidence import load_trace, trace_evidence
+from perfgate.advise.trace_evidence import trace_evidence
+from perfgate.trace.facts import device_backend
+from perfgate.trace.loader import load_document, parse_trace
 
 REPO = Path(__file__).resolve().parent.parent
 LOCAL = REPO / "tests" / "data" / "advise"
@@ -147,13 +148,14 @@ def trace_path(name: str, shared: Path = SHARED) -> Path:
 
 def record(recording: Recording, path: Path) -> dict[str, Any]:
     """The evidence document of one trace (see the module docstring)."""
-    trace = load_trace(path)
+    trace = load_document(path)
     step = "its ProfilerStep# markers"
     if recording.step_region is not None:
         step = _mark_step(trace, recording.step_region)
-    facts, inferred = infer_facts(trace, trace_evidence(trace), recording)
+    model = parse_trace(trace)
+    facts, inferred = infer_facts(trace, trace_evidence(model), recording)
     facts.update({name: value for name, (value, _) in recording.assumed.items()})
-    evidence = evidence_from_trace(trace, facts)
+    evidence = evidence_from_trace(model, facts)
     return {
         "schema": SCHEMA,
         "schema_version": VERSION,

@@ -42,9 +42,9 @@ from perfgate.runner.orchestrator import SAMPLE_INTERVAL_S, worker_spec
 from perfgate.runner.plan import Selection, make_plan
 from perfgate.runner.process import run_worker
 from perfgate.runner.timing import PerfCounterTimer
-from perfgate.runner.worker import BatchSource
 from perfgate.telemetry.host import default_thread_count
 from perfgate.telemetry.sampler import TelemetrySampler
+from perfgate.workloads.setup import BatchSource
 
 HERE = Path(__file__).resolve().parent
 
@@ -147,8 +147,9 @@ def in_process_ab(
 
     import torch
 
-    from perfgate.runner.worker import load_factory, measure_steps
+    from perfgate.runner.worker import measure_steps
     from perfgate.workloads.protocol import WorkloadContext
+    from perfgate.workloads.setup import load_factory
 
     torch.set_num_threads(default_thread_count())
     (planned,), _ = make_plan(load_config(), Selection(workloads=[f"{workload}@{preset}"]))

@@ -246,3 +246,14 @@ def write_json_atomic(path: Path, data: Any, *, option: str = "--out") -> None:
     """
     text = json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n"
     write_text_atomic(path, text, option=option)
+
+
+def rank_output_path(out_path: Path, rank: int) -> Path:
+    """Where rank ``rank`` of a distributed worker writes its document: ``x.out.json`` →
+    ``x.out.rank1.json`` (the parent reads them all, ``perfgate.distributed.ranks``)."""
+    return out_path.with_name(f"{out_path.stem}.rank{rank}{out_path.suffix}")
+
+
+def rank_trace_path(trace_path: Path, rank: int) -> Path:
+    """Where rank ``rank`` exports its profiler trace; rank 0 keeps the path it was given."""
+    return trace_path if rank == 0 else rank_output_path(trace_path, rank)

@@ -48,7 +48,7 @@ class RankResult:
     peak_memory: dict[str, int | None] = field(default_factory=dict)
     first_step_s: float | None = None
     communication: dict[str, Any] | None = None
-    """First repeat only: ``perfgate.distributed.comm_trace.CommunicationSummary.to_dict()``
+    """First repeat only: ``perfgate.trace.communication.CommunicationSummary.to_dict()``
     of this rank's profiled window (null when it saw no collective)."""
 
 

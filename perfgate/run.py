@@ -17,11 +17,11 @@ from typing import Any
 from perfgate import __version__
 from perfgate.ceilings.store import lookup_ceilings
 from perfgate.config import Config
-from perfgate.distributed.launch import run_world
 from perfgate.errors import InfrastructureError, UsageError
 from perfgate.files import check_writable
 from perfgate.result import RunResult, RunSettings, write_result
 from perfgate.runner.forkserver import start_method
+from perfgate.runner.launch import run_world
 from perfgate.runner.orchestrator import RunObserver, run_workloads
 from perfgate.runner.plan import PlannedWorkload, Selection, make_plan
 from perfgate.runner.source import collect_source

@@ -29,12 +29,13 @@ from perfgate.advise.evidence import (
     profile_workloads,
     workload_kind,
 )
-from perfgate.advise.facts import GcMonitor, optimizer_facts
-from perfgate.advise.profile_window import profile_workload
-from perfgate.advise.trace_evidence import load_trace, trace_evidence
+from perfgate.advise.trace_evidence import trace_evidence
 from perfgate.config import Config, load_config
 from perfgate.runner.orchestrator import worker_spec
 from perfgate.runner.plan import Selection, make_plan
+from perfgate.trace.capture import profile_workload
+from perfgate.trace.facts import GcMonitor, optimizer_facts
+from perfgate.trace.loader import load_trace
 from perfgate.workloads.knobs import resolve_knobs
 from perfgate.workloads.protocol import WorkloadContext
 

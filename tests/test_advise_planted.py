@@ -1,6 +1,6 @@
 """Planted defects: the rules find every defect CPU evidence can show, and nothing else.
 
-``perfgate.advise.variants`` gives each built-in workload an inefficient and a tuned variant
+``benchmarks/planted.py`` gives each built-in workload an inefficient and a tuned variant
 (knob settings) and names the rule each planted defect must draw. The slow tests profile both
 sides of every pair on this CPU, through the real profiling workers, and score the rules:
 precision and recall must both be 100 % over the rules that can apply on a CPU. Rules limited
@@ -13,6 +13,7 @@ them on evidence recorded from real GPU traces, and ``benchmarks/gpu_check.sh`` 
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +25,13 @@ from perfgate.advise.catalogue import Evidence
 from perfgate.advise.evidence import profile_workloads
 from perfgate.advise.ranking import Advice, AdviceContext, evaluate_rule
 from perfgate.advise.rules import Rule, load_rules
-from perfgate.advise.variants import (
+from perfgate.errors import UsageError
+from perfgate.runner.plan import Selection, make_plan
+from perfgate.workloads.protocol import KnobValue, TrainingSetup, WorkloadContext
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+from planted import (
     HOST_KNOBS,
     HOST_WORKLOAD,
     SIDES,
@@ -39,9 +46,6 @@ from perfgate.advise.variants import (
     variant_config,
     variant_pairs,
 )
-from perfgate.errors import UsageError
-from perfgate.runner.plan import Selection, make_plan
-from perfgate.workloads.protocol import KnobValue, TrainingSetup, WorkloadContext
 
 RULES = load_rules([builtin_rules_folder()])
 RULE_IDS = {rule.id for rule in RULES}

@@ -17,14 +17,9 @@ import pytest
 
 from perfgate.advise.catalogue import EVIDENCE, SHARE_NAMES, Evidence
 from perfgate.advise.evidence import evidence_from_trace
-from perfgate.advise.trace_evidence import (
-    kernel_dtype,
-    kernel_family,
-    load_trace,
-    matmul_operands,
-    op_dtype,
-    trace_evidence,
-)
+from perfgate.advise.trace_evidence import trace_evidence
+from perfgate.trace.categories import kernel_dtype, kernel_family, matmul_operands, op_dtype
+from perfgate.trace.loader import load_document as load_trace
 
 DATA = Path(__file__).resolve().parent / "data" / "advise"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"

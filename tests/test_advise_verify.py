@@ -26,13 +26,13 @@ import psutil
 import pytest
 
 from perfgate.advise import verify
-from perfgate.advise.facts import cpu_cores_available
 from perfgate.advise.ranking import Advice
 from perfgate.advise.verify import WorkloadUnderTest, verify_advice
 from perfgate.config import Config
 from perfgate.result import RepeatResult, WorkloadResult, WorkloadSummary
 from perfgate.runner.interleave import Arm
 from perfgate.runner.plan import Selection
+from perfgate.trace.facts import cpu_cores_available
 
 MLP = WorkloadUnderTest(name="mlp", preset="smoke", knobs={"optimizer": "foreach"})
 NOISE = (1.00, 1.012, 0.991, 1.021, 0.995, 0.983)

@@ -1,4 +1,4 @@
-"""Communication share, exposure and overlap from profiler traces (``distributed.comm_trace``).
+"""Communication share, exposure and overlap from profiler traces (``trace.communication``).
 
 Real traces: the two ranks of a CPU DDP run over gloo (``tests/data/traces/README.md``) and an A100
 NCCL training trace from ``../shared/traces/`` (skipped when that folder is absent). Expected values
@@ -18,13 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfgate.advise.catalogue import EVIDENCE
-from perfgate.advise.trace_evidence import load_trace, trace_evidence
-from perfgate.distributed.comm_trace import (
-    CommunicationSummary,
-    communication_summary,
-    rank_imbalance,
-    step_imbalance,
-)
+from perfgate.advise.trace_evidence import trace_evidence
+from perfgate.distributed.summary import rank_imbalance, step_imbalance
+from perfgate.trace.communication import CommunicationSummary, communication_summary
+from perfgate.trace.loader import load_document as load_trace
 
 HERE = Path(__file__).resolve().parent
 TRACES = HERE / "data" / "traces"

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from perfgate.distributed.launch import rank_output_path, rank_trace_path, torchrun_command
 from perfgate.distributed.ranks import combine_ranks, read_rank_documents
 from perfgate.distributed.summary import distributed_summary
+from perfgate.files import rank_output_path, rank_trace_path
 from perfgate.result import RESULT, RankResult, RepeatResult, load_result, result_from_dict
+from perfgate.runner.launch import torchrun_command
 from perfgate.runner.pycommand import module_command
 
 DATA = Path(__file__).parent / "data"

@@ -20,9 +20,9 @@ import torch.distributed as dist
 from perfgate._rules_path import builtin_rules_folder
 from perfgate.advise.catalogue import EVIDENCE
 from perfgate.advise.expr import Value
-from perfgate.advise.facts import device_backend, distributed_facts, model_wrapper
 from perfgate.advise.ranking import Advice, AdviceContext, NotFired, advise, evaluate_rule
 from perfgate.advise.rules import Rule, lint, load_rules
+from perfgate.trace.facts import device_backend, distributed_facts, model_wrapper
 from perfgate.workloads.knobs import STANDARD_KNOBS
 
 DISTRIBUTED = {

@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
-from perfgate.runner.flops import count_flops, cpu_sdpa_backward_flops, cpu_sdpa_flops
 from perfgate.workloads import gpt, mlp
+from perfgate.workloads.flops import count_flops, cpu_sdpa_backward_flops, cpu_sdpa_flops
 from perfgate.workloads.protocol import KnobValue, TrainingSetup, WorkloadContext
 
 aten = torch.ops.aten

@@ -23,8 +23,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from perfgate.parent import PARENT_ENV
 from perfgate.runner.forkserver import START_ENV
-from perfgate.runner.lifetime import PARENT_ENV
 
 TAG_ENV = "PERFGATE_TEST_TAG"
 GONE_WITHIN_S = 30.0
@@ -280,7 +280,7 @@ def test_no_rank_outlives_a_stopped_or_killed_distributed_run(
 
 CHILD = """
 import os, sys, time
-from perfgate.runner.lifetime import PARENT_ENV, die_with_parent
+from perfgate.parent import PARENT_ENV, die_with_parent
 
 if sys.argv[1] == "late":  # wait until the parent is gone, then ask
     while os.getppid() == int(os.environ[PARENT_ENV]):
@@ -293,7 +293,7 @@ time.sleep(600)
 
 MIDDLE = """
 import os, subprocess, sys
-from perfgate.runner.lifetime import child_environment
+from perfgate.parent import child_environment
 
 child = subprocess.Popen(
     [sys.executable, "-c", sys.argv[1], sys.argv[2]],

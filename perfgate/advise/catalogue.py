@@ -1,7 +1,7 @@
 """The evidence catalogue: every metric a rule may read, with its kind, unit and devices.
 
 Rules name evidence by these keys, so the catalogue is the contract between the profiling side
-(``perfgate.advise.trace_evidence``, ``perfgate.advise.facts``) and the rule files. A metric is
+(``perfgate.advise.trace_evidence``, ``perfgate.trace.facts``) and the rule files. A metric is
 *absent* from an evidence dict when it cannot be measured on the device or in the trace at hand
 (never ``0`` or ``False`` as a stand-in), and a rule that requires it does not fire: that is how
 a CPU run avoids "GPU idle 0 %" advice and a trace without shapes avoids "dims misaligned".

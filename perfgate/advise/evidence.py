@@ -8,10 +8,11 @@ that switches the worker to its profiling mode::
 
     "profile": {"steps": 5, "trace_path": "/tmp/…/gpt.trace.json"}
 
-The worker writes the trace and returns the live facts; the parent reads the trace
-(``trace_evidence``), lays the facts over it and derives what needs both (MFU and the GC share
-need the trace's step time). A worker that fails, hangs or crashes becomes a
-``ProfiledWorkload`` with its status and error, never an exception that stops the others.
+The worker writes the trace and returns the live facts; the parent reads the trace once
+(``perfgate.trace.loader``), names what it measures (``trace_evidence``), lays the facts over
+it and derives what needs both (MFU and the GC share need the trace's step time). A worker
+that fails, hangs or crashes becomes a ``ProfiledWorkload`` with its status and error, never an
+exception that stops the others.
 """
 
 from __future__ import annotations
@@ -25,18 +26,21 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.advise.catalogue import EVIDENCE, Evidence
-from perfgate.advise.facts import DERIVATION_INPUTS
-from perfgate.advise.trace_evidence import load_trace, trace_evidence
+from perfgate.advise.trace_evidence import trace_evidence
 from perfgate.config import Config
-from perfgate.distributed.comm_trace import communication_summary, step_imbalance
-from perfgate.distributed.launch import rank_trace_path
+from perfgate.distributed.summary import step_imbalance
 from perfgate.errors import PerfgateError, UsageError
+from perfgate.files import rank_trace_path
 from perfgate.result import RunSettings
 from perfgate.run import prepare, resolve_device
 from perfgate.runner.forkserver import ForkServer, worker_launcher
 from perfgate.runner.orchestrator import SAMPLE_INTERVAL_S, worker_spec
 from perfgate.runner.plan import PlannedWorkload, Selection
 from perfgate.runner.process import run_worker
+from perfgate.trace.communication import communication_summary
+from perfgate.trace.facts import DERIVATION_INPUTS
+from perfgate.trace.loader import load_document, parse_trace
+from perfgate.trace.model import Trace
 
 DEFAULT_PROFILE_STEPS = 5
 """Active profiler steps: enough to see a steady step, few enough to keep the trace small."""
@@ -159,7 +163,7 @@ def _profile_one(
             name=name, status=outcome.status, error=outcome.error, evidence={}, trace_path=None
         )
     try:
-        trace = load_trace(trace_path)
+        document = load_document(trace_path)
     except (OSError, ValueError) as exc:
         return ProfiledWorkload(
             name=name,
@@ -168,6 +172,7 @@ def _profile_one(
             evidence={},
             trace_path=None,
         )
+    trace = parse_trace(document)
     evidence = evidence_from_trace(trace, outcome.document.get("facts", {}))
     evidence["workload_kind"] = workload_kind(planned)
     imbalance = ranks_imbalance(trace, trace_path, int(spec.get("nproc_per_node") or 0))
@@ -181,7 +186,7 @@ def _profile_one(
     return ProfiledWorkload(name=name, status="ok", error=None, evidence=evidence, trace_path=kept)
 
 
-def ranks_imbalance(trace: dict[str, Any], trace_path: Path, world_size: int) -> float | None:
+def ranks_imbalance(trace: Trace, trace_path: Path, world_size: int) -> float | None:
     """Compute-time imbalance across the ranks' traces of a distributed window, step by step
     (None for one rank, or when a rank's trace is unreadable or holds no collective).
     ``trace`` is rank 0's, already loaded from ``trace_path``; the others lie beside it."""
@@ -190,7 +195,7 @@ def ranks_imbalance(trace: dict[str, Any], trace_path: Path, world_size: int) ->
     computes: list[tuple[float, ...]] = []
     for rank in range(world_size):
         try:
-            loaded = trace if rank == 0 else load_trace(rank_trace_path(trace_path, rank))
+            loaded = trace if rank == 0 else load_document(rank_trace_path(trace_path, rank))
         except (OSError, ValueError):
             return None
         summary = communication_summary(loaded)
@@ -208,8 +213,9 @@ def workload_kind(planned: PlannedWorkload) -> str:
     return "user"
 
 
-def evidence_from_trace(trace: dict[str, Any], facts: Mapping[str, Any]) -> Evidence:
-    """The trace's evidence with the worker's facts laid over it.
+def evidence_from_trace(trace: Trace | Mapping[str, Any], facts: Mapping[str, Any]) -> Evidence:
+    """The evidence of ``trace`` (a model or a trace document) with the worker's facts laid
+    over it.
 
     Facts win where both speak (the live device knows its compute capability better than a
     trace header), except ``compiled``, which either may prove (a compiled step function leaves

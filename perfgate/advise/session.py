@@ -24,6 +24,7 @@ from perfgate.errors import UsageError
 from perfgate.run import prepare, resolve_device
 from perfgate.runner.interleave import InterleaveObserver
 from perfgate.runner.plan import Selection
+from perfgate.telemetry.fingerprint import collect_fingerprint
 
 ADVICE_SCHEMA = "perfgate.advice"
 ADVICE_VERSION = 1
@@ -98,8 +99,6 @@ def advise_workloads(
         verifications: list[Verification] = []
         if verify and advice:
             if environment is None:
-                from perfgate.telemetry.fingerprint import collect_fingerprint
-
                 environment = collect_fingerprint(device, settings.threads)
             advice, verifications = verify_advice(
                 config,

@@ -1,1 +1,2 @@
-"""Distributed training: launching ranks under torchrun, merging their results, communication."""
+"""Distributed training: the process group a rank trains in, the torchrun agent, the ranks'
+documents merged, their headline numbers (the parent's launch is ``perfgate.runner.launch``)."""

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from perfgate.distributed.launch import rank_output_path
+from perfgate.files import rank_output_path
 
 _PER_RANK_KEYS = (
     "step_times_s",

@@ -3,8 +3,9 @@
 Two different questions, kept apart on purpose. *Rank spread* compares the ranks' step times,
 and under DistributedDataParallel it is small even when the work is badly split, because every
 step ends in an all-reduce that makes the fast ranks wait for the slow one. *Rank imbalance*
-compares how long each rank actually computed in the profiled window, which is where uneven
-work shows: the waiting is inside the collective, not in the computation.
+compares how long each rank actually computed in the profiled window (each rank's
+``perfgate.trace.communication`` summary), which is where uneven work shows: the waiting is
+inside the collective, not in the computation.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from perfgate.distributed.comm_trace import rank_imbalance, step_imbalance
 from perfgate.result import RankResult, RepeatResult
 
 
@@ -53,3 +53,28 @@ def communication_fields(ranks: Sequence[RankResult]) -> dict[str, float | None]
 
 def _windows(ranks: Sequence[RankResult]) -> list[dict[str, Any]]:
     return [rank.communication for rank in ranks if rank.communication]
+
+
+def step_imbalance(per_rank_steps: Sequence[Sequence[float]]) -> float | None:
+    """:func:`rank_imbalance` of each rank's least computing step.
+
+    Ranks share the machine with the collectives' own threads and with each other, so a step's
+    compute time stretches for reasons that are not the work (on a 2-core box single steps of
+    the same work vary 2x). Interference only ever adds time: a rank's quickest step is the best
+    estimate of the work it was given, as timeit and pyperf take the minimum for the same
+    reason. None for fewer than two ranks or a rank without steps.
+    """
+    if len(per_rank_steps) < 2 or not all(per_rank_steps):
+        return None
+    return rank_imbalance([min(steps) for steps in per_rank_steps])
+
+
+def rank_imbalance(compute_us: Sequence[float]) -> float | None:
+    """(max - min) / max of per-rank compute time; None for fewer than 2 ranks or max == 0.
+
+    Ranks wait for each other at every collective, so the rank with the least computation
+    spends the difference waiting: this is the share of the busiest rank's work the others idle.
+    """
+    if len(compute_us) < 2 or max(compute_us) <= 0:
+        return None
+    return (max(compute_us) - min(compute_us)) / max(compute_us)

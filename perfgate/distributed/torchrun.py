@@ -3,7 +3,7 @@
 ``python -m torch.distributed.run`` would run on as an orphan, its ranks still training, if
 perfgate were killed outright (a cancelled CI job). This runs torchrun's own ``main`` in-process
 after asking the kernel to kill it when perfgate dies, and names itself the ranks' parent, so
-each rank (``perfgate.runner.worker``) dies with it in turn (``perfgate.runner.lifetime``). The
+each rank (``perfgate.runner.worker``) dies with it in turn (``perfgate.parent``). The
 arguments, behaviour and exit status are torchrun's.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from perfgate.runner.lifetime import die_with_parent, mark_as_parent
+from perfgate.parent import die_with_parent, mark_as_parent
 
 
 def main(argv: list[str]) -> None:

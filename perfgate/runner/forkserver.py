@@ -42,7 +42,7 @@ safe, and equivalent to a spawned worker:
   down by each child); an escaping exception is printed and exits 1, as in an interpreter.
   Skipping the interpreter's teardown saves most of the ~1 s a spawned worker takes to exit.
 - **Nothing outlives perfgate.** The server asks to be killed when perfgate dies, and each
-  child, first thing, when the server dies (``perfgate.runner.lifetime.die_with_parent``;
+  child, first thing, when the server dies (``perfgate.parent.die_with_parent``;
   the server forks from its only thread, so "the server's thread exits" means "the server
   dies"). perfgate's stop-signal handler kills the server and the running child itself.
 
@@ -84,13 +84,8 @@ from pathlib import Path
 from typing import IO, Any, Literal, NoReturn
 
 from perfgate.errors import UsageError
-from perfgate.runner.lifetime import (
-    child_environment,
-    die_with_parent,
-    mark_as_parent,
-    track,
-    untrack,
-)
+from perfgate.parent import child_environment, die_with_parent, mark_as_parent
+from perfgate.runner.lifetime import track, untrack
 from perfgate.runner.pycommand import module_command
 
 START_ENV = "PERFGATE_WORKER_START"
@@ -551,7 +546,7 @@ def _unsupported() -> str | None:
 
 def _run_worker(spec_path: str, out_path: str) -> int:
     """``python -m perfgate.runner.worker SPEC OUT`` in this process; its exit code."""
-    from perfgate.runner import worker
+    from perfgate.runner import worker  # lazy: only a forked child runs it (SERVER_IMPORTS)
 
     importlib.invalidate_caches()
     numpy_random = sys.modules.get("numpy.random")

@@ -8,11 +8,10 @@ way perfgate can end:
 
 - **perfgate is killed outright (SIGKILL, a crash).** Nothing of perfgate runs any more, so the
   kernel must do it: every process perfgate starts asks, first thing, to be sent SIGKILL when its
-  parent dies (:func:`die_with_parent`, ``PR_SET_PDEATHSIG``). The chain: the fork server dies
-  with perfgate and each forked worker with the server; a spawned worker dies with perfgate;
-  torchrun's agent (``perfgate.distributed.torchrun``) with perfgate, and each rank with the
-  agent. A worker's DataLoader workers are its forked children, in its process group: PyTorch's
-  own watchdog ends them once the worker is gone (it checks ``os.getppid()`` every 5 s).
+  parent dies (``perfgate.parent.die_with_parent``, ``PR_SET_PDEATHSIG``; in a module of its
+  own, below the runner, because torchrun's agent in ``perfgate.distributed`` asks too). A
+  worker's DataLoader workers are its forked children, in its process group: PyTorch's own
+  watchdog ends them once the worker is gone (it checks ``os.getppid()`` every 5 s).
 - **perfgate is asked to stop (SIGTERM, SIGINT, SIGHUP).** The CLI's handler
   (:func:`stop_on_signals`) kills the process tree of every registered worker and fork server
   (:func:`tracked`) at once, then unwinds with :class:`Interrupted` so that scratch folders are
@@ -20,11 +19,6 @@ way perfgate can end:
   as a shell reports a process killed by that signal. A second signal exits at once. The parent
   death signal remains the safety net for a worker started in the instant before it was
   registered: it dies when perfgate exits.
-
-Whoever starts a process names itself in its environment (:data:`PARENT_ENV`, through
-:func:`child_environment` or :func:`mark_as_parent`), so the child can tell whether its parent
-already died before it asked for the signal — the interpreter's start-up takes long enough for
-that to happen — and end itself instead of running on as an orphan.
 
 The kernel sends the parent-death signal when the **thread** that started the child exits, not
 the process. perfgate starts a worker from the thread that then waits for it (``run_worker``
@@ -37,21 +31,12 @@ start their children from their own main threads.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
-import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Protocol
-
-PARENT_ENV = "PERFGATE_PARENT_PID"
-"""The pid of the perfgate process (perfgate, its fork server, torchrun's agent) that started
-this one; set only by perfgate, so a worker run by hand is left alone."""
-
-PR_SET_PDEATHSIG = 1
-"""``prctl`` option (``<linux/prctl.h>``): the signal this process gets when its parent dies."""
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -80,36 +65,6 @@ class Interrupted(BaseException):
     def __init__(self, number: int) -> None:
         self.exit_code = 128 + number
         super().__init__(f"interrupted by {signal.Signals(number).name}")
-
-
-def child_environment(environment: Mapping[str, str]) -> dict[str, str]:
-    """``environment`` naming this process as the parent of the process started with it."""
-    return {**environment, PARENT_ENV: str(os.getpid())}
-
-
-def mark_as_parent() -> None:
-    """Name this process as the parent of those it starts from now on (by ``fork``, or with a
-    copy of ``os.environ``: the fork server, torchrun's agent)."""
-    os.environ[PARENT_ENV] = str(os.getpid())
-
-
-def die_with_parent() -> None:
-    """Be killed (SIGKILL) when the parent named in :data:`PARENT_ENV` dies; kill this process
-    now if it already has (the signal only covers a parent that is still alive).
-
-    A no-op without :data:`PARENT_ENV` (not started by perfgate) and off Linux:
-    ``PR_SET_PDEATHSIG`` is Linux's, other systems have no such request (workers there are
-    only killed by perfgate's signal handlers), and the fork server is Linux-only anyway.
-    """
-    parent = os.environ.get(PARENT_ENV)
-    if parent is None or sys.platform != "linux":
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl.argtypes = [ctypes.c_int, *[ctypes.c_ulong] * 4]
-    if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-    if os.getppid() != int(parent):  # reparented: the parent died before the request
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @contextmanager

@@ -34,7 +34,7 @@ SAMPLE_INTERVAL_S = 0.25
 
 COMMUNICATION_STEPS = 3
 """Profiled steps of a distributed workload's first repeat, after its timed steps (see
-``perfgate.distributed.comm_window``)."""
+``perfgate.trace.capture.measure_communication``)."""
 
 
 class RunObserver(Protocol):

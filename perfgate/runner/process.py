@@ -30,12 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfgate.distributed.launch import torchrun_command
 from perfgate.distributed.ranks import combine_ranks, read_rank_documents
 from perfgate.errors import UsageError
+from perfgate.parent import child_environment
 from perfgate.runner.environment import worker_environment
 from perfgate.runner.forkserver import ForkedWorker, ForkServer, ForkServerLost
-from perfgate.runner.lifetime import child_environment, kill_tree, tracked
+from perfgate.runner.launch import torchrun_command
+from perfgate.runner.lifetime import kill_tree, tracked
 from perfgate.runner.pycommand import module_command
 from perfgate.runner.strays import adopt_orphans, descendants, kill_strays
 from perfgate.runner.witness import ClockWitness, window_problem

@@ -20,139 +20,40 @@ writes its own document next to OUT (``x.out.rank1.json``); the parent merges th
 
 A spec with a ``"profile"`` entry asks for the profiling mode instead (``perfgate advise``): the
 same build and warm-up, then a ``torch.profiler`` window and no timed steps (see
-``perfgate.advise.profile_window``). The timed path never imports it.
+``perfgate.trace.capture``). The timed path never imports it.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import resource
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from perfgate.distributed.launch import rank_output_path
 from perfgate.distributed.process_group import launched_rank, process_group
 from perfgate.errors import UsageError
-from perfgate.files import write_json_atomic
+from perfgate.files import rank_output_path, rank_trace_path, write_json_atomic
+from perfgate.parent import die_with_parent
 from perfgate.runner.canary import SlowdownInjector
-from perfgate.runner.lifetime import die_with_parent
 from perfgate.runner.steady import steady_start
 from perfgate.runner.step_clock import VirtualClock, install_step_clock
 from perfgate.runner.timing import make_timer
 from perfgate.runner.witness import WindowReporter
-from perfgate.workloads.protocol import DistributedContext, TrainingSetup, WorkloadContext
+from perfgate.workloads.protocol import DistributedContext, TrainingSetup
+from perfgate.workloads.setup import (
+    BatchSource,
+    check_setup,
+    count_step_flops,
+    load_factory,
+    workload_context,
+)
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
-
-
-def load_factory(reference: str) -> Callable[[WorkloadContext], Any]:
-    """Import ``module:function``; a UsageError naming the problem when that fails."""
-    module_name, sep, attr = reference.partition(":")
-    if not sep or not module_name or not attr:
-        raise UsageError(
-            f"workload factory {reference!r} is not of the form module:function",
-            'write e.g. factory = "my_project.bench:make_workload"',
-        )
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, or an error raised while importing the module
-        raise UsageError(
-            f"cannot import workload module {module_name!r} ({type(exc).__name__}: {exc})",
-            "check the factory path and that the module is importable from the project root",
-        ) from None
-    factory: Any = module
-    for part in attr.split("."):
-        factory = getattr(factory, part, None)
-        if factory is None:
-            raise UsageError(
-                f"module {module_name!r} has no attribute {attr!r}", "check the factory name"
-            )
-    if not callable(factory):
-        raise UsageError(f"workload factory {reference!r} is not callable", "point at a function")
-    return factory
-
-
-def check_setup(setup: object, reference: str) -> TrainingSetup:
-    """Reject a factory result that breaks the protocol, with a message saying what is wrong."""
-    if not isinstance(setup, TrainingSetup):
-        raise UsageError(
-            f"workload factory {reference} returned {type(setup).__name__}, not a TrainingSetup",
-            "return perfgate.TrainingSetup(model=..., optimizer=..., batches=..., step=..., "
-            "samples_per_step=...)",
-        )
-    import torch
-
-    problems = []
-    if not isinstance(setup.model, torch.nn.Module):
-        problems.append("model is not a torch.nn.Module")
-    if not isinstance(setup.optimizer, torch.optim.Optimizer):
-        problems.append("optimizer is not a torch.optim.Optimizer")
-    if not callable(setup.step):
-        problems.append("step is not callable")
-    if not hasattr(setup.batches, "__iter__"):
-        problems.append("batches is not iterable")
-    if not isinstance(setup.samples_per_step, int) or setup.samples_per_step < 1:
-        problems.append("samples_per_step is not a positive integer")
-    if problems:
-        raise UsageError(
-            f"workload factory {reference} returned a broken TrainingSetup: {'; '.join(problems)}",
-            "fix the factory (see README, 'Your own workloads')",
-        )
-    return setup
-
-
-class BatchSource:
-    """Cycles the workload's batch source, timing each fetch as DataLoader wait."""
-
-    def __init__(self, batches: Any, reference: str) -> None:
-        self._batches = batches
-        self._reference = reference
-        self._iterator: Iterator[Any] = iter(batches)
-        self.epoch_restarts = 0
-
-    def next(self) -> tuple[Any, float]:
-        """The next batch and the host seconds spent getting it."""
-        started = time.perf_counter()
-        try:
-            batch = next(self._iterator)
-        except StopIteration:
-            self.epoch_restarts += 1
-            self._iterator = iter(self._batches)
-            try:
-                batch = next(self._iterator)
-            except StopIteration:
-                raise UsageError(
-                    f"workload {self._reference} has an empty batch source",
-                    "make batches yield at least one batch",
-                ) from None
-        return batch, time.perf_counter() - started
-
-
-def workload_context(
-    spec: dict[str, Any], distributed: DistributedContext | None
-) -> WorkloadContext:
-    """Pin the threads, seed torch and return the context the factory receives."""
-    import torch
-
-    threads = spec.get("threads")
-    if threads:
-        torch.set_num_threads(int(threads))
-    torch.manual_seed(spec["seed"])
-    return WorkloadContext(
-        device=spec["device"],
-        preset=spec["preset"],
-        params=spec["params"],
-        knobs=spec["knobs"],
-        seed=spec["seed"],
-        distributed=distributed,
-    )
 
 
 def run_repeat(spec: dict[str, Any], distributed: DistributedContext | None) -> dict[str, Any]:
@@ -214,8 +115,7 @@ def run_repeat(spec: dict[str, Any], distributed: DistributedContext | None) -> 
         document["world_size"] = distributed.world_size
         document["backend"] = distributed.backend
     if distributed is not None and window:
-        from perfgate.distributed.comm_window import measure_communication
-        from perfgate.distributed.launch import rank_trace_path
+        from perfgate.trace.capture import measure_communication  # lazy: profiler, after timing
 
         trace = rank_trace_path(Path(window["trace_path"]), distributed.rank)
         document["communication"] = measure_communication(
@@ -231,16 +131,6 @@ def init_cuda() -> None:
     import torch
 
     torch.cuda.synchronize()
-
-
-def count_step_flops(setup: TrainingSetup, source: BatchSource) -> dict[str, Any]:
-    """FLOPs of one eager training step, counted before (and apart from) the timed steps."""
-    from perfgate.runner.flops import count_flops
-
-    batch, _ = source.next()
-    step = setup.flop_step or setup.step
-    total, by_operator = count_flops(step, batch)
-    return {"counted_per_step": total, "by_operator": by_operator}
 
 
 def measure_steps(
@@ -400,7 +290,7 @@ def describe_device(device: str) -> dict[str, Any]:
 
 def run_profile(spec: dict[str, Any], distributed: DistributedContext | None) -> dict[str, Any]:
     """The profiling mode, imported only when a spec asks for it."""
-    from perfgate.advise.profile_window import run_profile as profile_window
+    from perfgate.trace.capture import run_profile as profile_window  # lazy: never when timed
 
     return profile_window(spec, distributed)
 

@@ -1,9 +1,9 @@
-"""Parent side of a distributed repeat: the ``torchrun`` command line and where each rank writes.
+"""Parent side of a distributed repeat: the ``torchrun`` command line.
 
 perfgate does not build its own launcher: a distributed repeat is one ``torchrun`` (the torch of
 the same interpreter, run by ``python -m perfgate.distributed.torchrun`` so that it dies with
 perfgate) with ``--standalone`` rendezvous on a free local port, and the usual worker module as
-its entry point.
+its entry point; each rank writes next to the parent's paths (``perfgate.files.rank_output_path``).
 torchrun owns the ranks' life cycle: when one rank fails it stops the others, so a crash on rank
 1 does not leave rank 0 waiting in an all-reduce forever. The parent still enforces its own
 timeout on the whole tree (see ``perfgate.runner.process``).
@@ -36,16 +36,6 @@ def torchrun_command(nproc_per_node: int, spec_path: Path, out_path: Path) -> li
         "--no-python",  # each rank's own command line, also kept off the working directory
         *module_command("perfgate.runner.worker", str(spec_path), str(out_path)),
     )
-
-
-def rank_output_path(out_path: Path, rank: int) -> Path:
-    """Where rank ``rank`` writes its document: ``x.out.json`` → ``x.out.rank1.json``."""
-    return out_path.with_name(f"{out_path.stem}.rank{rank}{out_path.suffix}")
-
-
-def rank_trace_path(trace_path: Path, rank: int) -> Path:
-    """Where rank ``rank`` exports its profiler trace; rank 0 keeps the path it was given."""
-    return trace_path if rank == 0 else rank_output_path(trace_path, rank)
 
 
 def run_world(

@@ -1,16 +1,26 @@
-"""The worker's profiling mode: a short ``torch.profiler`` window after warm-up, and the facts.
+"""The worker's profiling windows: a short ``torch.profiler`` window and what it records.
 
-It runs in its own worker process (``python -m perfgate.runner.worker`` with a ``"profile"``
-entry in the spec), never inside a timed repeat: the profiler's per-op bookkeeping slows every
-op, and what it records is evidence for advice, not a measurement to gate on.
+This is the code that runs *inside* a worker process (``python -m perfgate.runner.worker``),
+never inside a timed repeat: the profiler's per-op bookkeeping slows every op, and what it
+records is evidence for advice, not a measurement to gate on. The worker imports this module
+only when it profiles. Two windows:
 
-The window: build the workload as a timed repeat would, run the spec's warm-up steps, drain the
-GPU, then profile ``1 + steps`` steps under ``schedule(wait=0, warmup=1, active=steps)`` — the
-profiler's own warm-up step absorbs its start-up cost — with ``record_shapes`` on (dtypes and
-matmul dimensions come from op inputs). Each batch fetch is wrapped in a ``perfgate.batch_fetch``
-range, so a batch source that is not a DataLoader still shows its wait. Python's collector is
-timed over the active steps only. The trace is exported when the window closes; the worker's
-JSON document carries the facts and the trace's path.
+- **The profiling mode** (:func:`run_profile`, a spec with a ``"profile"`` entry: ``perfgate
+  advise``). Build the workload as a timed repeat would, run the spec's warm-up steps, drain the
+  GPU, then profile ``1 + steps`` steps under ``schedule(wait=0, warmup=1, active=steps)`` — the
+  profiler's own warm-up step absorbs its start-up cost — with ``record_shapes`` on (dtypes and
+  matmul dimensions come from op inputs). Each batch fetch is wrapped in a
+  ``perfgate.batch_fetch`` range, so a batch source that is not a DataLoader still shows its
+  wait. Python's collector is timed over the active steps only. The trace is exported when the
+  window closes; the worker's JSON document carries the facts (``perfgate.trace.facts``) and the
+  trace's path.
+- **The communication window of a distributed repeat** (:func:`measure_communication`). Step
+  times say how long a step took on each rank, not why. How much of it was collective
+  communication, and how much of that computation hid, is only visible on a timeline, so after
+  its measured steps every rank of the first repeat profiles a short window (the timed steps
+  are over: the profiler's overhead costs no measurement), reads its own trace
+  (``perfgate.trace.communication``) and reports the summary in its document. The trace itself
+  is deleted: ``perfgate advise`` keeps traces, a timed run only needs the numbers.
 """
 
 from __future__ import annotations
@@ -19,19 +29,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from perfgate.advise.facts import Facts, GcMonitor, collect_facts
-from perfgate.distributed.launch import rank_trace_path
-from perfgate.runner.worker import (
+from perfgate.files import rank_trace_path
+from perfgate.trace.categories import FETCH_RANGE
+from perfgate.trace.communication import communication_summary
+from perfgate.trace.facts import Facts, GcMonitor, collect_facts
+from perfgate.trace.loader import load_trace
+from perfgate.workloads.protocol import DistributedContext, KnobValue, TrainingSetup
+from perfgate.workloads.setup import (
     BatchSource,
     check_setup,
     count_step_flops,
     load_factory,
     workload_context,
 )
-from perfgate.workloads.protocol import DistributedContext, KnobValue, TrainingSetup
-
-FETCH_RANGE = "perfgate.batch_fetch"
-"""The record_function name around each batch fetch (``trace_evidence`` reads it as wait)."""
 
 
 def run_profile(spec: dict[str, Any], distributed: DistributedContext | None) -> dict[str, Any]:
@@ -135,6 +145,18 @@ def profile_steps(
     if not trace_path.exists():
         raise RuntimeError(f"the profiler exported no trace to {trace_path}")
     return monitor
+
+
+def measure_communication(
+    setup: TrainingSetup, source: BatchSource, device: str, steps: int, trace_path: Path
+) -> dict[str, Any] | None:
+    """The rank's communication summary over ``steps`` profiled steps; None without collectives."""
+    profile_steps(setup, source, device, steps, trace_path)
+    try:
+        summary = communication_summary(load_trace(trace_path))
+    finally:
+        trace_path.unlink(missing_ok=True)
+    return summary.to_dict() if summary is not None else None
 
 
 def _flops_per_step(setup: TrainingSetup, source: BatchSource, device: str) -> float | None:

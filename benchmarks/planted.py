@@ -17,11 +17,17 @@ Two things no standard knob can plant, a collection per step and a host sync per
 planted by ``host_defects``, a workload factory wrapping a built-in (declared as the user
 workload ``resnet-host`` by ``variant_config``): adding knobs to the built-ins would change their
 knob sets, which their own tests pin.
+
+A test and benchmark harness, not part of perfgate: the tests import it with ``benchmarks/`` on
+their path, ``gpu_check.py`` from beside it. ``variant_config`` copies this file into the
+project folder it is given, as a user project would hold its workload module, so that the
+profiling workers (which see the project folder, not ``benchmarks/``) can import the factory.
 """
 
 from __future__ import annotations
 
 import gc
+import shutil
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,7 +35,13 @@ from typing import Any, Literal
 
 from perfgate.config import Config, UserWorkloadConfig
 from perfgate.errors import UsageError
+from perfgate.trace.facts import cpu_cores_available
+from perfgate.workloads.builtin import BUILTIN_WORKLOADS
 from perfgate.workloads.protocol import KnobValue, TrainingSetup, WorkloadContext
+from perfgate.workloads.setup import load_factory
+
+MODULE = "planted"
+"""This module's name in a project folder that ``variant_config`` set up."""
 
 Side = Literal["inefficient", "tuned"]
 SIDES: tuple[Side, ...] = ("inefficient", "tuned")
@@ -149,9 +161,6 @@ def variant_pairs(device: str = "cpu", cores: int | None = None) -> tuple[Varian
     fully tuned, not just free of its planted defects: otherwise the next bottleneck draws advice
     that no defect here explains, which the precision score counts against the rules.
     """
-    from perfgate.advise.facts import cpu_cores_available
-    from perfgate.workloads.builtin import BUILTIN_WORKLOADS
-
     cores = cpu_cores_available() if cores is None else cores
 
     def knobs_of(name: str) -> frozenset[str]:
@@ -438,13 +447,14 @@ def knob_assignments(pairs: Collection[VariantPair], side: Side) -> list[str]:
 
 
 def variant_config(root: Path) -> Config:
-    """The embedded defaults at ``root`` with the ``resnet-host`` workload declared."""
-    from perfgate.workloads.builtin import BUILTIN_WORKLOADS
-
+    """The embedded defaults at ``root`` with the ``resnet-host`` workload declared (this file
+    is copied into ``root`` for it)."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(__file__, root / f"{MODULE}.py")
     definition = BUILTIN_WORKLOADS[HOST_BASE]
     host = UserWorkloadConfig(
         name=HOST_WORKLOAD,
-        factory=f"{__name__}:host_defects",
+        factory=f"{MODULE}:host_defects",
         description=f"built-in {HOST_BASE} plus host-side defects no standard knob plants",
         presets={
             preset: {"base": HOST_BASE, **params} for preset, params in definition.presets.items()
@@ -467,9 +477,6 @@ def host_defects(ctx: WorkloadContext) -> TrainingSetup:
     ``item_every_step`` reads the loss with ``.item()`` in every step, as loss logging does,
     breaking on purpose the protocol's rule against it.
     """
-    from perfgate.runner.worker import load_factory
-    from perfgate.workloads.builtin import BUILTIN_WORKLOADS
-
     params: dict[str, Any] = dict(ctx.params)
     definition = BUILTIN_WORKLOADS[str(params.pop("base"))]
     own = {name: bool(ctx.knobs.get(name, default)) for name, default in HOST_KNOBS.items()}

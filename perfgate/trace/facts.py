@@ -1,4 +1,4 @@
-"""Facts read from the live training objects inside the profiling worker.
+"""Facts read from the live training objects inside the profiling worker, beside its trace.
 
 A trace shows what ran; it cannot show what was *configured*: whether the optimizer was built
 fused, how many DataLoader workers there are, whether cuDNN autotuning or TF32 is on. Advice
