@@ -99,6 +99,8 @@ def test_a_factory_renamed_at_head_is_missing_and_fails(gate_repo: Path) -> None
     assert sleepy["status"] == "missing"
     assert "has no attribute 'make_sleepy'" in sleepy["notes"][0]
     assert "was not measured at head" in comment and "missing at head" in comment
+    assert not (out / "head.json").exists()  # a result document needs a measurement
+    assert "head.json is not written" in log
 
 
 TAMPER = '''

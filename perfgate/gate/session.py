@@ -319,8 +319,12 @@ def _write(
     """Every output, once, atomically, after the last worker is gone."""
     out = request.out_dir
     verdict, policy = judgement.verdict, judgement.policy
-    write_result(out / "head.json", judgement.head)
-    written = [out / "head.json"]
+    written: list[Path] = []
+    if judgement.head.workloads:
+        write_result(out / "head.json", judgement.head)
+        written.append(out / "head.json")
+    else:  # a result document records measurements; with none, the verdict says why
+        notes = [*notes, "head.json is not written: no gated workload could be measured at head"]
     advice_path = None
     if advice is not None:
         advice_path = out / "advice.json"
