@@ -134,12 +134,12 @@ def demo_report(directory: Path) -> str:
     from perfgate.compare.baseline_source import from_database
     from perfgate.compare.gate import compare_runs
     from perfgate.documents.verdict import verdict_document
-    from perfgate.report.history import load_histories
     from perfgate.report.html_report import render_html
     from perfgate.report.page import build_page
     from perfgate.result import load_result
     from perfgate.store.engine import make_engine
     from perfgate.store.ingest import store_run
+    from perfgate.store.report_history import load_histories
 
     base = load_result(H200 / "gpu-bf16.json")
     names = [w.name for w in base.workloads]

@@ -51,9 +51,9 @@ from typing import Any
 
 from perfgate.compare.baseline_source import from_result
 from perfgate.compare.gate import compare_runs
+from perfgate.documents.history import HistoryRun, WorkloadHistory
 from perfgate.documents.verdict import verdict_document
 from perfgate.report import charts
-from perfgate.report.history import HistoryRun, WorkloadHistory
 from perfgate.report.html_report import render_html
 from perfgate.report.page import build_page
 from perfgate.result import RunResult, WorkloadResult, load_result
@@ -407,7 +407,11 @@ def provenance() -> list[str]:
     """What the numbers depend on: the machine, matplotlib, the chart code and the template."""
     import matplotlib
 
-    files = [Path(charts.__file__), ROOT / "perfgate" / "templates" / "report.html.j2"]
+    files = [
+        Path(charts.__file__),
+        ROOT / "perfgate" / "report" / "svg.py",
+        ROOT / "perfgate" / "templates" / "report.html.j2",
+    ]
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     return [
         f"machine: {os.cpu_count()} CPUs, load average {load}; Python "

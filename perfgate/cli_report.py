@@ -27,10 +27,11 @@ def report_command(
 
     def action() -> tuple[Path, str]:
         from perfgate.config import load_config
+        from perfgate.documents.history import WorkloadHistory
         from perfgate.documents.verdict import VERDICT
         from perfgate.files import check_output_path
         from perfgate.report.documents import advice_beside
-        from perfgate.report.html_report import stored_histories, write_report
+        from perfgate.report.html_report import write_report
         from perfgate.result import load_result
         from perfgate.run import utc_now
 
@@ -40,11 +41,13 @@ def report_command(
         verdict_doc: dict[str, Any] | None = None
         if verdict is not None:
             verdict_doc = VERDICT.dump(VERDICT.load(verdict, "verdict file"))
-        histories, note = (
-            stored_histories(settings.database_url, settings.root, heads, branch, history_runs)
-            if history
-            else ({}, "History not drawn (--no-history).")
-        )
+        histories: dict[str, WorkloadHistory] = {}
+        note = "History not drawn (--no-history)."
+        if history:
+            from perfgate.store.report_history import stored_histories  # lazy: the database stack
+
+            url, root = settings.database_url, settings.root
+            histories, note = stored_histories(url, root, heads, branch, history_runs)
         beside = [found for path in results if (found := advice_beside(path)) is not None]
         written = write_report(
             out,

@@ -24,17 +24,18 @@ import pytest
 from perfgate.baseline.refresh import refresh_baselines
 from perfgate.compare.baseline_source import from_result
 from perfgate.compare.gate import compare_runs
+from perfgate.documents.history import WorkloadHistory
 from perfgate.documents.verdict import verdict_document
 from perfgate.errors import UsageError
 from perfgate.report.chart_batch import PARALLEL_FROM
 from perfgate.report.documents import read_document
-from perfgate.report.history import WorkloadHistory, load_histories
 from perfgate.report.html_report import render_html
 from perfgate.report.page import anchor, build_page, signed_percent
 from perfgate.report.run_summary import format_seconds
 from perfgate.result import RunResult, SourceInfo, load_result, write_result
 from perfgate.store.engine import make_engine
 from perfgate.store.ingest import store_run
+from perfgate.store.report_history import load_histories
 
 H200 = Path(__file__).resolve().parent / "data" / "h200"
 HOSTILE = "<script>alert(1)</script>"

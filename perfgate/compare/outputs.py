@@ -20,7 +20,7 @@ from perfgate.report.compare_markdown import (
     verdict_markdown,
     write_markdown,
 )
-from perfgate.report.html_report import stored_histories, write_report
+from perfgate.report.html_report import write_report
 from perfgate.result import RunResult
 from perfgate.run import utc_now
 
@@ -76,6 +76,8 @@ def write_html(
 ) -> str:
     """The HTML report of this comparison, with the baseline branch's stored history from
     ``database`` (URL and the root relative SQLite paths start from)."""
+    from perfgate.store.report_history import stored_histories  # lazy: the database stack
+
     histories, note = stored_histories(database[0], database[1], [head], branch, 100)
     write_report(
         out,

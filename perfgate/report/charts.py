@@ -13,28 +13,17 @@ on an air-gapped machine and in a CI artifact viewer with nothing to fetch. Why 
   SVG canvas, never through ``pyplot``, so no backend is selected and no global state leaks
   into the caller (``rc_context`` is not thread-safe, as with any matplotlib rendering).
 
-After matplotlib has written the SVG, it is parsed and rewritten so that several charts can share
-one HTML page: the ids that something refers to (clip paths, marker definitions) are renamed
-``{element_id}-d0``, ``-d1``... and ours (point groups such as ``{element_id}-pt7``) prefixed the
-same way, matplotlib's unused ones (``axes_1``...) are dropped, and every ``url(#...)`` and
-``href="#..."`` follows; the root gets ``id=element_id`` and scales with the page (``viewBox``
-kept, no fixed size). Since a ``<style>`` inside inline SVG applies to the whole page, the one
-written is scoped to ``#element_id``, and it also holds the font list and the repeated style
-attributes as classes, which with coordinates rounded to 0.01 pt keeps a 200-run history under
-40 kB. Each data point gets an SVG ``<title>`` child, so that a browser shows its hover text with
-no script. The result is serialised by hand, so ``xml.etree.ElementTree``'s process-wide
-namespace registry is never touched. On one page, no element id should be another one followed by
-``-`` and more (``h`` and ``h-pt1``), as the prefixed ids could then meet.
+After matplotlib has written the SVG, ``perfgate.report.svg`` rewrites it so that several charts
+can share one HTML page (page-unique ids, a style sheet scoped to the chart, hover titles on the
+data points, rounded coordinates).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import itertools
 import math
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -49,6 +38,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator, NullLocator
+
+from perfgate.report.svg import clean_text, inline_svg
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
@@ -97,25 +88,9 @@ class TelemetrySeries:
 # ---------------------------------------------------------------------------------------------
 # Look and settings
 
-_SVG_NS = "http://www.w3.org/2000/svg"
-_XLINK_NS = "http://www.w3.org/1999/xlink"
-_SVG = "{" + _SVG_NS + "}"
-_XLINK_HREF = "{" + _XLINK_NS + "}href"
-
 _ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
-_URL_REF_RE = re.compile(r"url\(#([^)\s]+)\)")
-_LONG_FLOAT_RE = re.compile(r"-?\d+\.\d{3,}")
-_PATH_SPACE_RE = re.compile(r" ?([A-Za-z]) ?")
-_FONT_FAMILY_RE = re.compile(r"font-family: ?([^;]*)(?:;|$) ?")
-_NO_ROTATION_RE = re.compile(r"rotate\(-?0 [^)]*\)")
-# Characters XML 1.0 cannot carry at all: a label holding one would make the page unparsable.
-_XML_INVALID_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-# Attributes whose numbers are coordinates: rounding them to 0.01 pt is invisible and saves ~20%.
-_GEOMETRY_ATTRS = frozenset({"d", "x", "y", "x1", "x2", "y1", "y2", "width", "height", "transform"})
-_TEXT_TAGS = frozenset({_SVG + "text", _SVG + "tspan", _SVG + "title", _SVG + "style"})
 
 _WIDTH_IN = 7.0
-_PX_PER_PT = 4.0 / 3.0  # CSS px per pt: the chart's natural size on screen
 
 _INK = "#333333"
 _GRID = "#e6e6e6"
@@ -193,7 +168,7 @@ def history_svg(
     Raises ``ValueError`` if ``element_id`` is not a valid id (``^[A-Za-z][A-Za-z0-9_-]*$``).
     """
     _check_id(element_id)
-    aria = f"History of {_clean(ylabel)} over the last {len(points)} runs"
+    aria = f"History of {clean_text(ylabel)} over the last {len(points)} runs"
     finite = [i for i, p in enumerate(points) if _is_finite(p.value)]
     if not finite:
         return _placeholder(
@@ -312,7 +287,7 @@ def history_svg(
         ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True, min_n_ticks=1))
         ax.yaxis.set_major_locator(MaxNLocator(nbins=4))
         ax.set_xlabel("run (oldest → newest)")
-        ax.set_ylabel(_clean(ylabel))
+        ax.set_ylabel(clean_text(ylabel))
         return _render(fig, element_id=element_id, titles=titles, aria=aria)
 
 
@@ -333,12 +308,12 @@ def distribution_svg(
     Raises ``ValueError`` if ``element_id`` is not a valid id (``^[A-Za-z][A-Za-z0-9_-]*$``).
     """
     _check_id(element_id)
-    aria = f"Distribution of {_clean(xlabel)} per side"
+    aria = f"Distribution of {clean_text(xlabel)} per side"
     if not sides:
         return _placeholder("no values", element_id=element_id, aria=aria)
 
     rng = np.random.default_rng(0)
-    names = [_clean(name) for name, _ in sides]
+    names = [clean_text(name) for name, _ in sides]
     short = [name if len(name) <= 32 else name[:31] + "…" for name in names]
     # Per side: the repeat numbers kept, their finite values and each one's vertical jitter. The
     # jitter is drawn for every value, finite or not, so a NaN does not shift the others.
@@ -390,7 +365,7 @@ def distribution_svg(
         ax.set_ylim(len(rows) - 0.5, -0.5)
         ax.tick_params(axis="y", length=0)
         ax.spines["left"].set_visible(False)
-        ax.set_xlabel(_clean(xlabel))
+        ax.set_xlabel(clean_text(xlabel))
         return _render(fig, element_id=element_id, titles=titles, aria=aria)
 
 
@@ -414,7 +389,7 @@ def telemetry_svg(
     long as ``t_s``.
     """
     _check_id(element_id)
-    aria = "Telemetry: " + ", ".join(_clean(s.name) for s in series)
+    aria = "Telemetry: " + ", ".join(clean_text(s.name) for s in series)
     for s in series:
         if len(s.values) != len(t_s):
             raise ValueError(
@@ -466,7 +441,7 @@ def telemetry_svg(
                     style="italic",
                 )
                 ax.set_yticks([])
-            name, unit = _clean(s.name), _clean(s.unit)
+            name, unit = clean_text(s.name), clean_text(s.unit)
             # A text, not set_title: automatic title placement costs a layout pass per panel.
             ax.text(
                 0.0,
@@ -591,11 +566,6 @@ def _check_id(element_id: str) -> None:
         raise ValueError(f"element_id must match {_ID_RE.pattern}, got {element_id!r}")
 
 
-def _clean(text: object) -> str:
-    """Text with the characters XML 1.0 cannot hold removed, so no label can break the page."""
-    return _XML_INVALID_RE.sub("", str(text))
-
-
 def _to_float(value: object) -> float:
     """A float, or NaN for ``None``, non-numbers and infinities: they are all "no value here"."""
     if value is None:
@@ -636,252 +606,4 @@ def _render(
     FigureCanvasSVG(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="svg", metadata={"Date": None})
-    return _rewrite(buf.getvalue(), element_id=element_id, titles=titles, aria=aria)
-
-
-def _rewrite(
-    data: bytes, *, element_id: str, titles: Mapping[str, Sequence[tuple[str, str]]], aria: str
-) -> str:
-    """Matplotlib's SVG document turned into an ``<svg>`` element that can share a page.
-
-    ``titles`` maps the gid of a marker artist to one ``(id, hover text)`` per drawn point, in
-    drawing order. Ids matplotlib made that something refers to (clip paths, marker paths) are
-    renamed ``{element_id}-d{n}`` in document order, ours ``{element_id}-{id}``, and the rest are
-    dropped (``axes_1``, ``line2d_3``...: unused, and identical in every chart). Style attributes
-    repeated on several elements become classes of a ``<style>`` scoped to the chart, since a
-    ``<style>`` inside inline SVG applies to the whole page.
-    """
-    root = ET.fromstring(data)
-    for child in list(root):
-        if child.tag == _SVG + "metadata":
-            root.remove(child)
-    own = _attach_titles(root, titles)
-
-    referenced: set[str] = set()
-    for el in root.iter():
-        for key, value in el.attrib.items():
-            if key in (_XLINK_HREF, "href"):
-                if value.startswith("#"):
-                    referenced.add(value[1:])
-            elif "url(#" in value:
-                referenced.update(_URL_REF_RE.findall(value))
-
-    prefix = element_id + "-"
-    renamed: dict[str, str] = {}
-    serial = itertools.count()
-
-    def rename(old: str) -> str:
-        new = renamed.get(old)
-        if new is None:
-            # Our ids never are "d" and a number: see the gids and point ids chosen above.
-            new = prefix + old if old in own else f"{prefix}d{next(serial)}"
-            renamed[old] = new
-        return new
-
-    def renamed_url(m: re.Match[str]) -> str:
-        return f"url(#{rename(m.group(1))})"
-
-    css: list[str] = []
-    styled: list[tuple[ET.Element, str]] = []
-    font_family = ""
-    parents = {child: el for el in root.iter() for child in el}
-    for el in list(root.iter()):
-        tag = el.tag
-        if el.text is not None and tag not in _TEXT_TAGS and not el.text.strip():
-            el.text = None
-        if el.tail is not None and tag != _SVG + "tspan" and not el.tail.strip():
-            el.tail = None
-        if tag == _SVG + "style":
-            # Matplotlib's "*{stroke-linejoin: round; ...}" would restyle every SVG on the page.
-            rule = (el.text or "").strip()
-            css.append(rule.replace("*{", f"#{element_id} *{{") if rule.startswith("*") else rule)
-            parents[el].remove(el)
-            continue
-        attrib = el.attrib
-        for key, value in list(attrib.items()):
-            if key == "d":
-                attrib[key] = _compact_path(value)
-            elif key == "style":
-                if tag == _SVG + "text":
-                    # The font list is the same on every label: said once, in the style sheet.
-                    found = _FONT_FAMILY_RE.search(value)
-                    if found and (not font_family or found.group(1) == font_family):
-                        font_family = found.group(1)
-                        value = _FONT_FAMILY_RE.sub("", value)
-                compact = ";".join(
-                    ":".join(part.strip() for part in decl.split(":", 1))
-                    for decl in value.split(";")
-                    if decl.strip()
-                )
-                del attrib[key]
-                if compact:
-                    styled.append((el, compact))
-            elif key == "transform" and _NO_ROTATION_RE.fullmatch(value):
-                del attrib[key]
-            elif key == "id":
-                if value in referenced or value in own:
-                    attrib[key] = rename(value)
-                else:
-                    del attrib[key]
-            elif key in (_XLINK_HREF, "href"):
-                if value.startswith("#"):
-                    attrib[key] = "#" + rename(value[1:])
-            elif "url(#" in value:
-                attrib[key] = _URL_REF_RE.sub(renamed_url, value)
-            elif key in _GEOMETRY_ATTRS:
-                attrib[key] = _LONG_FLOAT_RE.sub(_round_number, value)
-    for el in list(root.iter(_SVG + "defs")):
-        if len(el) == 0 and el in parents:
-            parents[el].remove(el)
-
-    if font_family:
-        css.append(f"#{element_id} text{{font-family:{font_family}}}")
-    counts: dict[str, int] = {}
-    for _, style in styled:
-        counts[style] = counts.get(style, 0) + 1
-    classes: dict[str, str] = {}
-    for el, style in styled:
-        if counts[style] < 2:
-            el.set("style", style)
-            continue
-        name = classes.get(style)
-        if name is None:
-            name = classes[style] = f"s{len(classes)}"
-            css.append(f"#{element_id} .{name}{{{style}}}")
-        el.set("class", name)
-    sheet = ET.Element(_SVG + "style")
-    sheet.text = "".join(css)
-    root.insert(0, sheet)
-
-    width_pt = _to_float(root.attrib.pop("width", "").removesuffix("pt"))
-    root.attrib.pop("height", None)
-    root.attrib.pop("id", None)
-    attrs = {
-        "xmlns": _SVG_NS,
-        "xmlns:xlink": _XLINK_NS,
-        "id": element_id,
-        "class": "perfgate-chart",
-        "role": "img",
-        "aria-label": _clean(aria),
-    }
-    natural = f"width:{width_pt * _PX_PER_PT:.0f}px;" if math.isfinite(width_pt) else ""
-    attrs["style"] = natural + "max-width:100%;height:auto"
-    attrs.update({_attr_name(k): v for k, v in root.attrib.items() if _attr_name(k)})
-    out: list[str] = ["<svg"]
-    out.extend(f' {key}="{_escape_attr(value)}"' for key, value in attrs.items())
-    out.append(">")
-    for child in root:
-        _serialize(child, out)
-    out.append("</svg>")
-    return "".join(out)
-
-
-def _attach_titles(root: ET.Element, titles: Mapping[str, Sequence[tuple[str, str]]]) -> set[str]:
-    """Wrap each marker drawn by an artist whose gid is in ``titles`` in a ``<g id=...>`` that
-    holds a ``<title>``, the one hover mechanism browsers support in a static SVG. Returns the
-    ids made.
-
-    Matplotlib writes such an artist as a group holding, per drawn point and in order, a
-    ``<use>`` of a shared marker path (or an inline ``<path>``), maybe inside clip groups, and
-    the marker definition inside ``<defs>``. If the count does not match the titles (a matplotlib
-    change), that group gets none: a missing hover text is better than a wrong one.
-    """
-    made: set[str] = set()
-    if not titles:
-        return made
-    groups = [el for el in root.iter(_SVG + "g") if el.get("id") in titles]
-    for group in groups:
-        gid = group.get("id", "")
-        made.add(gid)
-        slots: list[tuple[ET.Element, int]] = []
-        _find_markers(group, slots)
-        texts = titles[gid]
-        if len(slots) != len(texts):
-            continue
-        for (parent, index), (point_id, text) in zip(slots, texts, strict=True):
-            marker = parent[index]
-            wrapper = ET.Element(_SVG + "g", {"id": point_id})
-            wrapper.tail, marker.tail = marker.tail, None
-            ET.SubElement(wrapper, _SVG + "title").text = _clean(text)
-            wrapper.append(marker)
-            parent[index] = wrapper
-            made.add(point_id)
-    return made
-
-
-def _find_markers(parent: ET.Element, slots: list[tuple[ET.Element, int]]) -> None:
-    """``(parent, index)`` of every ``<use>`` or ``<path>`` under ``parent``, outside ``<defs>``."""
-    for index, child in enumerate(parent):
-        if child.tag in (_SVG + "use", _SVG + "path"):
-            slots.append((parent, index))
-        elif child.tag != _SVG + "defs":
-            _find_markers(child, slots)
-
-
-def _compact_path(d: str) -> str:
-    """Path data with coordinates rounded to 0.01 pt and no blanks around the commands."""
-    d = " ".join(_LONG_FLOAT_RE.sub(_round_number, d).split())
-    return _PATH_SPACE_RE.sub(r"\1", d)
-
-
-def _round_number(m: re.Match[str]) -> str:
-    text = f"{float(m.group()):.2f}".rstrip("0").rstrip(".")
-    return "0" if text == "-0" else text
-
-
-_XML_NS = "{http://www.w3.org/XML/1998/namespace}"
-
-
-def _attr_name(key: str) -> str:
-    """The serialised name of an attribute; empty for one in a namespace we do not write."""
-    if not key.startswith("{"):
-        return key
-    if key.startswith("{" + _XLINK_NS + "}"):
-        return "xlink:" + key[len(_XLINK_NS) + 2 :]
-    if key.startswith(_XML_NS):
-        return "xml:" + key[len(_XML_NS) :]
-    return ""
-
-
-def _serialize(el: ET.Element, out: list[str]) -> None:
-    """Append ``el`` as SVG markup with the SVG namespace as the default one."""
-    if not el.tag.startswith(_SVG):
-        return  # foreign markup (none is expected): dropped rather than mis-prefixed
-    tag = el.tag[len(_SVG) :]
-    if tag == "g" and not el.attrib:
-        # A group without attributes does nothing: matplotlib nests many once ids are gone.
-        for child in el:
-            _serialize(child, out)
-        if el.tail:
-            out.append(_escape_text(el.tail))
-        return
-    out.append("<" + tag)
-    for key, value in el.attrib.items():
-        name = _attr_name(key)
-        if name:
-            out.append(f' {name}="{_escape_attr(value)}"')
-    if len(el) == 0 and not el.text:
-        out.append("/>")
-    else:
-        out.append(">")
-        if el.text:
-            out.append(_escape_text(el.text))
-        for child in el:
-            _serialize(child, out)
-        out.append(f"</{tag}>")
-    if el.tail:
-        out.append(_escape_text(el.tail))
-
-
-def _escape_text(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _escape_attr(text: str) -> str:
-    return (
-        _escape_text(text)
-        .replace('"', "&quot;")
-        .replace("\n", "&#10;")
-        .replace("\r", "&#13;")
-        .replace("\t", "&#9;")
-    )
+    return inline_svg(buf.getvalue(), element_id=element_id, titles=titles, aria=aria)

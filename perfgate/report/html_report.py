@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from perfgate.documents.history import WorkloadHistory
 from perfgate.files import write_text_atomic
 from perfgate.report.documents import merged_advice, read_document
-from perfgate.report.history import WorkloadHistory
 from perfgate.report.page import Page, build_page
 from perfgate.report.templating import environment
 from perfgate.result import RunResult
@@ -55,17 +55,3 @@ def write_report(
     )
     write_text_atomic(out, render_html(page), option="--out")
     return out
-
-
-def stored_histories(
-    url: str, root: Path, heads: list[RunResult], branch: str | None, runs: int
-) -> tuple[dict[str, WorkloadHistory], str]:
-    """Histories from the database, or none and why (no database yet is normal at first)."""
-    from perfgate.report.history import load_histories
-    from perfgate.store.engine import database_exists, masked_url
-
-    if not database_exists(url, root):
-        return {}, f"No history: the database {masked_url(url)} does not exist yet."
-    if branch is None and not any(head.source.branch for head in heads):
-        return {}, "No history: the run records no git branch (run in a checkout, or --branch)."
-    return load_histories(url, root, heads, branch=branch, max_runs=runs), ""

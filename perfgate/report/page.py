@@ -19,10 +19,10 @@ from markupsafe import Markup
 
 from perfgate.compare.gate import last_line
 from perfgate.diagnose.session import diagnose_workload
+from perfgate.documents.history import WorkloadHistory
 from perfgate.report import charts
 from perfgate.report.anchors import anchor
 from perfgate.report.chart_batch import ChartBatch
-from perfgate.report.history import WorkloadHistory
 from perfgate.report.run_summary import (
     distributed_facts,
     format_bytes,

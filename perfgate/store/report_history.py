@@ -1,48 +1,39 @@
-"""The history a report draws: each head workload's metric over the last runs on its branch.
+"""The report's history, loaded from the database: each head workload's series on its branch.
 
-A point is one stored run of the same baseline series as the head workload (same suite,
-definition, knobs, environment and branch, so the line never mixes incomparable runs), with the
-runs of the live baseline window and the recorded change points marked. This module only loads;
-drawing is ``perfgate.report.charts`` and layout the HTML template. Database imports stay inside
-:func:`load_histories`, so rendering a report without a database needs none of them.
+Loading only: the types are ``perfgate.documents.history``, drawing is ``perfgate.report``. This
+module lives with the store so that the report never opens a database, and rendering a report
+without one imports none of the database stack (the callers import this module only when a
+history is asked for).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqlmodel import Session
+
+from perfgate.documents.history import DEFAULT_HISTORY_RUNS, HistoryRun, WorkloadHistory
+from perfgate.documents.snapshot import baseline_key
 from perfgate.result import RunResult
+from perfgate.store.engine import database_exists, make_engine, masked_url
+from perfgate.store.history import (
+    baseline_members,
+    live_baseline,
+    load_history,
+    recorded_change_points,
+)
 from perfgate.telemetry.fingerprint import fingerprint_key
 
-DEFAULT_HISTORY_RUNS = 100
-"""Runs per workload drawn by default: a few months of nightlies, still a readable line."""
 
-
-@dataclass(frozen=True, kw_only=True)
-class HistoryRun:
-    """One stored run of the head workload's series."""
-
-    run_id: str
-    commit: str | None
-    started_at: str
-    medians: Mapping[str, float | None]
-    """Metric → median over the run's repeats."""
-    in_baseline: bool = False
-    """The live baseline was built from this run."""
-    change_point_metrics: frozenset[str] = frozenset()
-    """Metrics whose recorded step change starts at this run."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class WorkloadHistory:
-    """The series of one head workload, oldest run first."""
-
-    runs: list[HistoryRun] = field(default_factory=list)
-    baseline_reason: str | None = None
-    """Why the live baseline was set (first baseline, change point at a commit, …)."""
-    baseline_created_at: str | None = None
+def stored_histories(
+    url: str, root: Path, heads: list[RunResult], branch: str | None, runs: int
+) -> tuple[dict[str, WorkloadHistory], str]:
+    """Histories from the database, or none and why (no database yet is normal at first)."""
+    if not database_exists(url, root):
+        return {}, f"No history: the database {masked_url(url)} does not exist yet."
+    if branch is None and not any(head.source.branch for head in heads):
+        return {}, "No history: the run records no git branch (run in a checkout, or --branch)."
+    return load_histories(url, root, heads, branch=branch, max_runs=runs), ""
 
 
 def load_histories(
@@ -58,17 +49,6 @@ def load_histories(
     A run without a branch has no series to draw. The newest ``max_runs`` runs of each series
     are kept; the database is read, never written.
     """
-    from sqlmodel import Session
-
-    from perfgate.documents.snapshot import baseline_key
-    from perfgate.store.engine import make_engine
-    from perfgate.store.history import (
-        baseline_members,
-        live_baseline,
-        load_history,
-        recorded_change_points,
-    )
-
     engine = make_engine(url, root)
     histories: dict[str, WorkloadHistory] = {}
     try:
