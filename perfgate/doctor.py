@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfgate.telemetry.fingerprint import cpu_model, distributed_facts
+from perfgate.ceilings.store import ceilings_path, environment_key, stored_ceilings
+from perfgate.errors import UsageError
+from perfgate.telemetry.fingerprint import collect_fingerprint, cpu_model, distributed_facts
 from perfgate.telemetry.host import (
     HostProbe,
     affinity_count,
@@ -333,10 +335,6 @@ def _threads() -> Capability:
 def _ceilings(torch: Any, root: Path, threads: int) -> Capability:
     """Whether ``perfgate doctor --peak`` has measured this environment's ceilings, so runs
     report the fraction of the measured ceiling next to MFU."""
-    from perfgate.ceilings.store import ceilings_path, environment_key, stored_ceilings
-    from perfgate.errors import UsageError
-    from perfgate.telemetry.fingerprint import collect_fingerprint
-
     name = "measured ceilings"
     path = ceilings_path(root)
     device = "cuda" if torch.cuda.is_available() else "cpu"

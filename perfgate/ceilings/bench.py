@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from perfgate.ceilings.store import environment_key, fingerprint_summary
 from perfgate.documents.ceilings import CeilingValues, RateSamples
+from perfgate.telemetry.fingerprint import collect_fingerprint
 
 MATMUL_DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16")
 """GPU matmul dtypes, named as in ``perfgate.telemetry.peaks`` (the peak table's keys)."""
@@ -365,9 +367,6 @@ def measure_ceilings(device: str, *, threads: int, seed: int = 0) -> Ceilings:
     """Every ceiling of ``device`` (``cpu`` or ``cuda``, already resolved) at ``threads``,
     keyed by the environment fingerprint a ``perfgate run`` with that device and thread count
     records, so the run finds them."""
-    from perfgate.ceilings.store import environment_key, fingerprint_summary
-    from perfgate.telemetry.fingerprint import collect_fingerprint
-
     started = time.perf_counter()
     environment = collect_fingerprint(device, threads)
     unsupported: dict[str, str] = {}

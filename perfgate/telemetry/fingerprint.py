@@ -31,6 +31,7 @@ from typing import Any
 
 import psutil
 
+from perfgate import __version__
 from perfgate.errors import UsageError
 from perfgate.telemetry.host import affinity_count, cpu_quota_cores
 from perfgate.telemetry.nvml import (
@@ -71,8 +72,6 @@ def collect_fingerprint(device: str, threads: int | None) -> dict[str, Any]:
 
     ``threads`` is the intra-op thread count the worker pins; None records torch's default.
     """
-    from perfgate import __version__
-
     ordinal = _cuda_ordinal(device) if device.startswith("cuda") else None
     session = open_nvml() if ordinal is not None else None
     try:
