@@ -113,7 +113,7 @@ def check_advice(document: dict[str, Any]) -> list[str]:
     the hardware (``tests/test_advise_planted.py`` scores the CPU strictly; here it is measured
     on a GPU), so the table is the finding. A workload that could not be profiled fails.
     """
-    from planted import table_lines, variant_pairs  # lazy: imports torch and the workloads
+    from planted import Fired, table_lines, variant_pairs  # lazy: imports torch and the workloads
 
     by_name = {w["name"]: w for w in document["workloads"]}
     pairs = [pair for pair in variant_pairs("cuda") if pair.workload in by_name]
@@ -136,7 +136,7 @@ def check_advice(document: dict[str, Any]) -> list[str]:
         )
         for item in workload["advice"]:
             lines.append(f"  {item['tier']:<6} {item['saving']:6.1%}  {item['rule_id']}")
-    fired = {
+    fired: Fired = {
         (w["name"], "inefficient"): {a["rule_id"] for a in w["advice"]} for w in by_name.values()
     }
     applicable = {rule for pair in pairs for defect in pair.defects for rule in defect.rules}

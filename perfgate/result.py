@@ -103,8 +103,8 @@ class RepeatResult:
     """Measured steps after the fixed warm-up, in order."""
     steady_start: int = 0
     """Index into ``step_times_s`` of the first step judged steady (earlier ones are excluded)."""
-    losses: list[float] = field(default_factory=list)
-    """Loss of every step, warm-up included, in order."""
+    losses: list[float | None] = field(default_factory=list)
+    """Loss of every step, warm-up included, in order; None where it was not finite (NaN, inf)."""
     dataloader_wait_s: list[float] = field(default_factory=list)
     """Host time spent in ``next(batches)`` for each measured step."""
     epoch_restarts: int = 0

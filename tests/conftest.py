@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from fixture_types import CliRun
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -22,9 +22,6 @@ def faulty_project(tmp_path: Path) -> Path:
     target = tmp_path / "faulty_project"
     shutil.copytree(FIXTURES / "faulty_project", target)
     return target
-
-
-CliRun = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -85,7 +85,7 @@ def gate_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield repo
 
 
-Edits = dict[str, "tuple[str | None, str] | list[tuple[str, str]]"]
+Edits = Mapping[str, "tuple[str | None, str] | list[tuple[str, str]]"]
 """File → (old text, new text), several such pairs, or (None, content) for a new file."""
 
 

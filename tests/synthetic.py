@@ -15,6 +15,7 @@ from perfgate.result import (
     RunSettings,
     SourceInfo,
     WorkloadResult,
+    WorkloadStatus,
     WorkloadSummary,
 )
 
@@ -27,7 +28,7 @@ def synthetic_run(
     *,
     loss: float = 2.0,
     env: dict[str, Any] | None = None,
-    status: str = "ok",
+    status: WorkloadStatus = "ok",
     repeats: int = 6,
     steps: int = 6,
     noise: float = 0.01,
@@ -47,7 +48,7 @@ def synthetic_run(
         knobs={},
         params={},
         device="cpu",
-        status=status,  # type: ignore[arg-type]
+        status=status,
         error=None if status == "ok" else "boom",
         samples_per_step=64,
         repeats=[

@@ -184,15 +184,15 @@ def _event(name: str, ts: float, dur: float, cat: str = "cpu_op", **args: Any) -
 
 def _attention_trace(inside_sdpa: bool) -> dict[str, Any]:
     """One 100 µs step: q·kᵀ, scale, softmax, ·v, a backward node of the first bmm, a linear."""
-    dims = {"Input Dims": [[2, 4, 8, 16], [2, 4, 16, 8]]}
+    dims: dict[str, Any] = {"Input Dims": [[2, 4, 8, 16], [2, 4, 16, 8]]}
     chain = [
         _event("aten::matmul", 10, 10, **dims),
-        _event("aten::bmm", 11, 8, **{"Sequence number": 5}),
+        _event("aten::bmm", 11, 8, **{"Sequence number": 5}),  # type: ignore[arg-type]
         _event("aten::mul", 21, 2),
         _event("aten::softmax", 24, 4),
         _event("aten::_softmax", 24.5, 3),
         _event("aten::matmul", 30, 10, **dims),
-        _event("aten::bmm", 31, 8, **{"Sequence number": 7}),
+        _event("aten::bmm", 31, 8, **{"Sequence number": 7}),  # type: ignore[arg-type]
     ]
     if inside_sdpa:
         chain = [_event("aten::scaled_dot_product_attention", 9, 32), *chain]
@@ -200,9 +200,9 @@ def _attention_trace(inside_sdpa: bool) -> dict[str, Any]:
         _event("ProfilerStep#1", 0, 100, cat="user_annotation"),
         *chain,
         _event("autograd::engine::evaluate_function: BmmBackward0", 50, 10,
-               **{"Sequence number": 5}),
+               **{"Sequence number": 5}),  # type: ignore[arg-type]
         _event("aten::linear", 70, 10),
-        _event("aten::addmm", 71, 8, **{"Input type": ["float", "float", "float"]}),
+        _event("aten::addmm", 71, 8, **{"Input type": ["float", "float", "float"]}),  # type: ignore[arg-type]
     ]  # fmt: skip
     return {"traceEvents": events}
 

@@ -82,7 +82,7 @@ OPERATORS = ("+", "-", "*", "/", "<", "<=", ">", ">=", "==", "!=", "and", "or")
 
 def _extend(children: st.SearchStrategy[Expr]) -> st.SearchStrategy[Expr]:
     return st.one_of(
-        st.tuples(st.sampled_from(["-", "not"]), children).map(lambda t: Unary(t[0], t[1])),
+        st.tuples(st.sampled_from(["-", "not"]), children).map(lambda t: Unary(t[0], t[1])),  # type: ignore[arg-type]
         st.tuples(st.sampled_from(OPERATORS), children, children).map(lambda t: Binary(*t)),
         st.tuples(children, st.lists(OPTION, min_size=1, max_size=3)).map(
             lambda t: Member(t[0], tuple(t[1]))
@@ -158,7 +158,7 @@ def number_tree(draw: st.DrawFn, evidence: dict[str, Any], depth: int) -> tuple[
         high, c = draw(number_tree(evidence, depth - 1))
         if UNDEF in (a, b, c):
             return Call("clamp", (left, right, high)), UNDEF
-        value = UNDEF if b > c else min(max(a, b), c)
+        value = UNDEF if b > c else min(max(a, b), c)  # type: ignore[assignment]
         return Call("clamp", (left, right, high)), value
     pick = min if function == "min" else max
     return Call(function, (left, right)), UNDEF if UNDEF in (a, b) else pick(a, b)

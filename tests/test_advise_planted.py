@@ -37,6 +37,7 @@ from planted import (
     SIDES,
     Defect,
     Finding,
+    Fired,
     Side,
     VariantPair,
     host_defects,
@@ -144,7 +145,7 @@ def test_score_is_strict_about_firings_no_defect_explains() -> None:
     copies = Defect(name="copies", planted={"a": True}, rules=("non-contiguous-copies",))
     gpu = Defect(name="fp32", planted={"b": True}, rules=("tf32-disabled",))
     pairs = [_pair("one", copies, gpu), _pair("two", copies)]
-    fired = {
+    fired: Fired = {
         ("one", "inefficient"): {"non-contiguous-copies", "tf32-disabled"},
         ("one", "tuned"): {"gc-pauses"},
         ("two", "tuned"): {"non-contiguous-copies"},

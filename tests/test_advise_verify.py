@@ -29,7 +29,7 @@ from perfgate.advise import verify
 from perfgate.advise.ranking import Advice
 from perfgate.advise.verify import WorkloadUnderTest, verify_advice
 from perfgate.config import Config
-from perfgate.result import RepeatResult, WorkloadResult, WorkloadSummary
+from perfgate.result import RepeatResult, WorkloadResult, WorkloadStatus, WorkloadSummary
 from perfgate.runner.interleave import Arm
 from perfgate.runner.plan import Selection
 from perfgate.trace.facts import cpu_cores_available
@@ -56,7 +56,11 @@ def advice(rule_id: str = "optimizer-not-fused", **knobs: Any) -> Advice:
 
 
 def result(
-    steps_s: Sequence[float], *, loss: float = 2.0, status: str = "ok", error: str | None = None
+    steps_s: Sequence[float],
+    *,
+    loss: float = 2.0,
+    status: WorkloadStatus = "ok",
+    error: str | None = None,
 ) -> WorkloadResult:
     """One side of an A/B: a repeat per step time (each repeat's steps all equal to it)."""
     repeats = [
@@ -73,7 +77,7 @@ def result(
         knobs={},
         params={},
         device="cpu",
-        status=status,  # type: ignore[arg-type]
+        status=status,
         error=error,
         repeats=repeats if status == "ok" else [],
         summary=WorkloadSummary(ok_repeats=len(steps_s), final_loss=loss)
@@ -144,7 +148,7 @@ def test_a_clear_gain_is_verified_with_its_interval(
     assert proof.speedup == pytest.approx(1.25, rel=0.02)
     assert proof.speedup_ci is not None
     low, high = proof.speedup_ci
-    assert 1.02 < low <= proof.speedup <= high
+    assert 1.02 < low <= proof.speedup <= high  # type: ignore[operator]
     assert proof.rounds == 6
     assert proof.knobs == {"optimizer": "fused"}
     assert proof.loss_parity is True

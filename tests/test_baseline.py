@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sqlmodel import Session, select
+from fixture_types import CliRun
+from sqlmodel import Session, col, select
 
 from perfgate.baseline.export import export_baselines
 from perfgate.baseline.refresh import RefreshPolicy, refresh_baselines
@@ -140,7 +141,7 @@ def test_moved_baseline_retires_the_old_one(database_url: str, tmp_path: Path) -
     (outcome,) = refresh_baselines(engine, "main", RefreshPolicy(window=10))
     assert outcome.action == "moved" and "change point" in outcome.reason
     with Session(engine) as session:
-        rows = session.exec(select(BaselineRow).order_by(BaselineRow.id)).all()
+        rows = session.exec(select(BaselineRow).order_by(col(BaselineRow.id))).all()
     assert [r.status for r in rows] == ["retired", "live"]
     assert rows[0].retired_at is not None
     assert rows[1].metrics["step_time_s"]["median"] == pytest.approx(0.125, rel=0.03)
@@ -170,7 +171,7 @@ def test_export_is_deterministic_and_mirrors_live_baselines(
     assert "step_times_s" not in first.decode()
 
 
-def test_baseline_commands_through_the_cli(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_baseline_commands_through_the_cli(tmp_path: Path, perfgate_cli: CliRun) -> None:
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     (tmp_path / "perfgate.toml").write_text(f'database_url = "{url}"\n')
     history(url, noisy(0.100, 20, 7) + noisy(0.120, 12, 8), tmp_path)

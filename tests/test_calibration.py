@@ -8,6 +8,7 @@ import math
 import statistics
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from alembic import command
 from alembic.config import Config as AlembicConfig
 from conftest_db import fake_run, query
+from fixture_types import CliRun
 from sqlalchemy import create_engine, inspect
 from typer.testing import CliRunner
 
@@ -39,13 +41,15 @@ from perfgate.documents.verdict import MetricComparison
 from perfgate.errors import ExitCode, UsageError
 from perfgate.result import (
     RepeatResult,
+    RepeatStatus,
     RunResult,
     RunSettings,
     WorkloadResult,
     load_result,
     write_result,
 )
-from perfgate.runner.plan import Selection
+from perfgate.runner.orchestrator import RunObserver
+from perfgate.runner.plan import PlannedWorkload, Selection
 from perfgate.stats.power import (
     min_detectable,
     noise_sigma,
@@ -64,13 +68,13 @@ MEDIANS = [0.100, 0.104, 0.097, 0.110, 0.101, 0.099]
 """Each repeat's median steady step: the between-process noise comes from these alone."""
 
 
-def repeat(index: int, level: float, spread: float, status: str = "ok") -> RepeatResult:
+def repeat(index: int, level: float, spread: float, status: RepeatStatus = "ok") -> RepeatResult:
     """A repeat whose first measured step is a slow outlier excluded by ``steady_start``, and
     whose steady steps are ``level`` ± ``spread`` (median exactly ``level``)."""
     steady = [level * (1 - spread), level, level, level * (1 + spread), level]
     return RepeatResult(
         index=index,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         step_times_s=[level * 5, *steady] if status == "ok" else [],
         steady_start=1,
     )
@@ -325,7 +329,13 @@ def test_measure_calibrates_ok_workloads_at_the_configured_repeats(
     (tmp_path / "perfgate.toml").write_text("repeats = 7\n[thresholds.mlp]\nstep_time_s = 0.08\n")
     seen: dict[str, Any] = {}
 
-    def fake_run_workloads(plan, settings, device, environment, observer):  # type: ignore[no-untyped-def]
+    def fake_run_workloads(
+        plan: Sequence[PlannedWorkload],
+        settings: RunSettings,
+        device: str,
+        environment: dict[str, Any],
+        observer: RunObserver | None,
+    ) -> list[WorkloadResult]:
         seen.update(settings=settings, device=device, names=[p.definition.name for p in plan])
         failed = workload([], name="gpt", status="crashed", error="SIGKILL", repeats=[])
         return [workload(MEDIANS), failed]
@@ -380,7 +390,7 @@ def test_calibrating_without_a_store_imports_no_database_code() -> None:
 
 
 @pytest.mark.slow
-def test_calibrate_end_to_end(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_calibrate_end_to_end(tmp_path: Path, perfgate_cli: CliRun) -> None:
     (tmp_path / "perfgate.toml").write_text("repeats = 5\n")  # the gate's repeats: finite figures
     out = tmp_path / "calibration.json"
     args = ["-w", "mlp", "--steps", "4", "--warmup", "1", "--device", "cpu"]
@@ -409,7 +419,7 @@ def test_calibrate_end_to_end(tmp_path: Path, perfgate_cli) -> None:  # type: ig
 
 def test_compare_explains_inconclusive_verdicts_with_the_stored_calibration(
     tmp_path: Path,
-    perfgate_cli,  # type: ignore[no-untyped-def]
+    perfgate_cli: CliRun,
 ) -> None:
     run = fake_run("00000000-0000-0000-0000-00000000000a")
     ok_only = replace(run.workloads[0], repeats=run.workloads[0].repeats[:2])

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest_db import fake_run
+from fixture_types import CliRun
 from sqlmodel import Session
 
 from perfgate.errors import ExitCode, UsageError
@@ -49,7 +50,7 @@ def test_cpu_burn_takes_the_injected_time() -> None:
     assert time.perf_counter() - started >= 0.02
 
 
-def test_bad_slowdown_on_the_command_line_exits_2(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_bad_slowdown_on_the_command_line_exits_2(tmp_path: Path, perfgate_cli: CliRun) -> None:
     completed = perfgate_cli(
         "run", "-w", "mlp", "--inject-slowdown", "2000%", "--no-store", cwd=tmp_path, timeout=60
     )
@@ -60,7 +61,7 @@ def test_bad_slowdown_on_the_command_line_exits_2(tmp_path: Path, perfgate_cli) 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("clock", ["real", "virtual"])
-def test_canary_run_is_slowed_and_marked(tmp_path: Path, perfgate_cli, clock: str) -> None:  # type: ignore[no-untyped-def]
+def test_canary_run_is_slowed_and_marked(tmp_path: Path, perfgate_cli: CliRun, clock: str) -> None:
     """On real time the injected cost is sized from the warm-up and marked in the document; on
     the deterministic step clock (its noise off) the steady steps are then exactly 1.5× the
     reference. A real-time ratio is not asserted: under a neighbour's load the warm-up steps

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import torch
+from fixture_types import CliRun
 
 from perfgate.ceilings.bench import (
     Ceilings,
@@ -156,8 +157,8 @@ def test_matmul_figure_lies_within_the_spread_of_a_plain_loop() -> None:
 
 
 def test_run_reports_the_fraction_of_the_measured_ceiling(
-    measured: dict[str, Any], perfgate_cli
-) -> None:  # type: ignore[no-untyped-def]
+    measured: dict[str, Any], perfgate_cli: CliRun
+) -> None:
     project: Path = measured["project"]
     assert measured["completed"].returncode == 0
     completed = perfgate_cli(
@@ -197,7 +198,7 @@ def test_run_reports_the_fraction_of_the_measured_ceiling(
     assert f"doctor --peak on {stored.measured_at[:10]}" in facts["measured ceiling"]
 
 
-def test_run_without_ceilings_prints_the_hint(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_run_without_ceilings_prints_the_hint(tmp_path: Path, perfgate_cli: CliRun) -> None:
     completed = perfgate_cli(
         *("run", "-w", "mlp", "--repeats", "1", "--steps", "3", "--warmup", "1"),
         *("--device", "cpu", "--no-store", "--out", "r.json"),
@@ -219,8 +220,8 @@ def test_run_without_ceilings_prints_the_hint(tmp_path: Path, perfgate_cli) -> N
     ],
 )
 def test_a_corrupt_ceilings_file_is_a_one_line_usage_error(
-    tmp_path: Path, perfgate_cli, command: tuple[str, ...]
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, perfgate_cli: CliRun, command: tuple[str, ...]
+) -> None:
     path = ceilings_path(tmp_path)
     path.parent.mkdir()
     path.write_text('{"abc": {"measured_at": ')

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
+from fixture_types import CliRun
 
 from perfgate.errors import ExitCode
 
 pytestmark = pytest.mark.slow
 
 
-def assert_usage_error(completed, needle: str, out: Path | None = None) -> None:  # type: ignore[no-untyped-def]
+def assert_usage_error(
+    completed: subprocess.CompletedProcess[str], needle: str, out: Path | None = None
+) -> None:
     assert completed.returncode == ExitCode.USAGE, completed.stdout + completed.stderr
     lines = [line for line in completed.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, completed.stderr
@@ -41,20 +45,22 @@ QUICK = ("--repeats", "1", "--steps", "2", "--warmup", "1")
         (("-w", "mlp", "--warmup", "0"), "--warmup must be at least 1"),
     ],
 )
-def test_bad_arguments(tmp_path: Path, perfgate_cli, args: tuple[str, ...], needle: str) -> None:  # type: ignore[no-untyped-def]
+def test_bad_arguments(
+    tmp_path: Path, perfgate_cli: CliRun, args: tuple[str, ...], needle: str
+) -> None:
     out = tmp_path / "r.json"
     completed = perfgate_cli("run", *QUICK, *args, "--out", str(out), cwd=tmp_path)
     assert_usage_error(completed, needle, out)
 
 
-def test_malformed_config(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_config(tmp_path: Path, perfgate_cli: CliRun) -> None:
     (tmp_path / "perfgate.toml").write_text("repeats = 'many'\n")
     out = tmp_path / "r.json"
     completed = perfgate_cli("run", "-w", "mlp", "--out", str(out), cwd=tmp_path)
     assert_usage_error(completed, "repeats should be int", out)
 
 
-def test_unwritable_output_path(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_unwritable_output_path(tmp_path: Path, perfgate_cli: CliRun) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
     completed = perfgate_cli(
@@ -73,8 +79,8 @@ def test_unwritable_output_path(tmp_path: Path, perfgate_cli) -> None:  # type: 
     ],
 )
 def test_broken_user_factories(
-    faulty_project: Path, perfgate_cli, workload: str, needle: str
-) -> None:  # type: ignore[no-untyped-def]
+    faulty_project: Path, perfgate_cli: CliRun, workload: str, needle: str
+) -> None:
     out = faulty_project / "r.json"
     completed = perfgate_cli(
         "run",

@@ -586,7 +586,8 @@ def test_random_bytes_as_a_configuration(project: Path, content: bytes) -> None:
 
 
 OPTION_TEXT = st.text(
-    st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=12
+    st.characters(exclude_categories=("Cs",), exclude_characters="\x00"),  # type: ignore[arg-type]
+    max_size=12,
 ) | st.sampled_from(["inf", "-inf", "nan", "0", "-1", "1e309", "1/0", "0/0", "[/x]", "5%", ""])
 """What a command line can carry: any text but NUL (an argument cannot hold one) and unpaired
 surrogates (the in-process runner's stdout is strict UTF-8; ``main`` escapes them, tested in a

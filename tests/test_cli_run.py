@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from fixture_types import CliRun
 
 from perfgate.errors import ExitCode
 from perfgate.result import load_result
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_smoke_suite_runs_stores_and_summarises(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_smoke_suite_runs_stores_and_summarises(tmp_path: Path, perfgate_cli: CliRun) -> None:
     out = tmp_path / "smoke.json"
     completed = perfgate_cli(
         "run",
@@ -67,7 +68,7 @@ def test_smoke_suite_runs_stores_and_summarises(tmp_path: Path, perfgate_cli) ->
     assert (runs, workloads, samples, mode) == (1, 4, 8, "wal")
 
 
-def test_user_workload_from_the_example_project(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_user_workload_from_the_example_project(tmp_path: Path, perfgate_cli: CliRun) -> None:
     import shutil
 
     project = tmp_path / "user_project"
@@ -99,8 +100,8 @@ def test_user_workload_from_the_example_project(tmp_path: Path, perfgate_cli) ->
 
 
 def test_unreachable_database_keeps_the_document_and_ingest_recovers(
-    tmp_path: Path, perfgate_cli
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, perfgate_cli: CliRun
+) -> None:
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
     (tmp_path / "perfgate.toml").write_text(f'database_url = "sqlite:///{blocker}/x.db"\n')
@@ -133,7 +134,7 @@ def test_unreachable_database_keeps_the_document_and_ingest_recovers(
         assert connection.execute("select count(*) from runs").fetchone() == (1,)
 
 
-def test_document_is_deterministic_in_its_inputs(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_document_is_deterministic_in_its_inputs(tmp_path: Path, perfgate_cli: CliRun) -> None:
     """Same seed → same losses in every repeat and run (timings of course differ)."""
     losses = []
     for name in ("a", "b"):

@@ -14,8 +14,10 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
+from fixture_types import CliRun
 
 from perfgate.errors import ExitCode
 
@@ -48,7 +50,7 @@ def ab_repo(tmp_path: Path) -> Path:
     return repo
 
 
-def verdict_of(path: Path) -> tuple[dict, dict]:  # type: ignore[type-arg]
+def verdict_of(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     document = json.loads(path.read_text())
     (workload,) = document["workloads"]
     return document, {c["metric"]: c for c in workload["comparisons"]}
@@ -66,7 +68,9 @@ def commit_wait(repo: Path, seconds: float, message: str) -> None:
     git(repo, "commit", "--quiet", "-am", message)
 
 
-def ab(repo: Path, perfgate_cli, *args: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+def ab(
+    repo: Path, perfgate_cli: CliRun, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], tuple[dict[str, Any], dict[str, Any]]]:
     verdict = repo / "verdict.json"
     verdict.unlink(missing_ok=True)
     completed = perfgate_cli(
@@ -78,7 +82,7 @@ def ab(repo: Path, perfgate_cli, *args: str, env: dict[str, str] | None = None):
 
 def test_a_25_percent_slower_head_is_a_regression_decided_before_the_horizon(
     ab_repo: Path,
-    perfgate_cli,  # type: ignore[no-untyped-def]
+    perfgate_cli: CliRun,
 ) -> None:
     commit_wait(ab_repo, 0.010, "head: the input pipeline takes 25 % longer")
     completed, (document, metrics) = ab(ab_repo, perfgate_cli, "HEAD~1", "HEAD", "--rounds", "30")
@@ -95,7 +99,7 @@ def test_a_25_percent_slower_head_is_a_regression_decided_before_the_horizon(
     assert "· regression (at most 30 rounds)" in completed.stdout
 
 
-def test_a_commit_against_itself_is_no_change(ab_repo: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_commit_against_itself_is_no_change(ab_repo: Path, perfgate_cli: CliRun) -> None:
     completed, (document, metrics) = ab(ab_repo, perfgate_cli, "HEAD", "HEAD", "--rounds", "30")
     assert completed.returncode == ExitCode.OK, completed.stdout + completed.stderr
     assert document["overall"] == "pass"
@@ -105,7 +109,7 @@ def test_a_commit_against_itself_is_no_change(ab_repo: Path, perfgate_cli) -> No
 
 def test_a_change_at_the_threshold_is_inconclusive_and_says_what_would_decide(
     ab_repo: Path,
-    perfgate_cli,  # type: ignore[no-untyped-def]
+    perfgate_cli: CliRun,
 ) -> None:
     commit_wait(ab_repo, 0.0092, "head: 15 % slower, exactly the fixture's band")
     completed, (_, metrics) = ab(ab_repo, perfgate_cli, "HEAD~1", "HEAD", "--rounds", "6")
@@ -118,7 +122,7 @@ def test_a_change_at_the_threshold_is_inconclusive_and_says_what_would_decide(
 
 def test_the_canary_against_a_stored_run_is_settled_by_the_a_b(
     ab_repo: Path,
-    perfgate_cli,  # type: ignore[no-untyped-def]
+    perfgate_cli: CliRun,
 ) -> None:
     runs = {}
     for name, extra in (("base", ()), ("head", ("--inject-slowdown", "25%"))):
@@ -152,7 +156,7 @@ def test_the_canary_against_a_stored_run_is_settled_by_the_a_b(
 
 def test_a_load_drop_between_stored_runs_is_never_a_verdict(
     ab_repo: Path,
-    perfgate_cli,  # type: ignore[no-untyped-def]
+    perfgate_cli: CliRun,
 ) -> None:
     """The issue's case, exactly: the head is 25 % slower code, but the baseline was measured
     while the (virtual) machine was 60 % busier. The comparison alone would call that an
@@ -184,7 +188,7 @@ def test_a_load_drop_between_stored_runs_is_never_a_verdict(
     assert confirmed.returncode == ExitCode.REGRESSION, confirmed.stdout + confirmed.stderr
 
 
-def test_a_real_canary_is_never_judged_the_wrong_way(ab_repo: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_real_canary_is_never_judged_the_wrong_way(ab_repo: Path, perfgate_cli: CliRun) -> None:
     """Real timing, real compute: six extra matmul passes against the canary's busy loop would
     make a flaky exact test on a shared CPU, so this one accepts an inconclusive verdict, and
     never a pass or an improvement for a head that is 25 % slower."""
@@ -199,7 +203,7 @@ def test_a_real_canary_is_never_judged_the_wrong_way(ab_repo: Path, perfgate_cli
     assert metrics["step_time_s"]["ci_high"] > 1.0
 
 
-def test_head_that_crashes_is_an_infrastructure_error(ab_repo: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_head_that_crashes_is_an_infrastructure_error(ab_repo: Path, perfgate_cli: CliRun) -> None:
     source = ab_repo / "costly.py"
     source.write_text(
         source.read_text().replace(
@@ -216,7 +220,9 @@ def test_head_that_crashes_is_an_infrastructure_error(ab_repo: Path, perfgate_cl
     assert "head broke" in completed.stderr
 
 
-def test_unknown_ref_and_other_environment_are_usage_errors(ab_repo: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_ref_and_other_environment_are_usage_errors(
+    ab_repo: Path, perfgate_cli: CliRun
+) -> None:
     unknown = perfgate_cli("compare", "--ab", "no-such-branch", "HEAD", cwd=ab_repo)
     assert unknown.returncode == ExitCode.USAGE
     assert "no-such-branch" in unknown.stderr and len(unknown.stderr.strip().splitlines()) == 1

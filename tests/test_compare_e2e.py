@@ -12,13 +12,14 @@ import json
 from pathlib import Path
 
 import pytest
+from fixture_types import CliRun
 
 from perfgate.errors import ExitCode
 
 pytestmark = pytest.mark.slow
 
 
-def test_real_runs_flow_through_compare(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_real_runs_flow_through_compare(tmp_path: Path, perfgate_cli: CliRun) -> None:
     for name in ("a", "b"):
         completed = perfgate_cli(
             "run",

@@ -4,28 +4,36 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from fixture_types import CliRun
 from synthetic import ENVIRONMENT, synthetic_run
 
 from perfgate.compare.baseline_source import from_result
 from perfgate.compare.gate import compare_runs
-from perfgate.documents.verdict import verdict_document
+from perfgate.documents.verdict import CompareVerdict, verdict_document
 from perfgate.errors import ExitCode, InfrastructureError, UsageError
 from perfgate.result import (
     RunResult,
+    WorkloadStatus,
     write_result,
 )
 
 
 def run(
-    level: float, seed: int, *, loss: float = 2.0, env: dict | None = None, status: str = "ok"
-) -> RunResult:  # type: ignore[type-arg]
+    level: float,
+    seed: int,
+    *,
+    loss: float = 2.0,
+    env: dict[str, Any] | None = None,
+    status: WorkloadStatus = "ok",
+) -> RunResult:
     return synthetic_run(level, seed, loss=loss, env=env, status=status)
 
 
-def judge(base: RunResult, head: RunResult, **kwargs: bool):  # type: ignore[no-untyped-def]
-    return compare_runs(head, from_result(base, "base.json"), **kwargs)
+def judge(base: RunResult, head: RunResult, *, allow_env_drift: bool = False) -> CompareVerdict:
+    return compare_runs(head, from_result(base, "base.json"), allow_env_drift=allow_env_drift)
 
 
 def test_pass_regression_and_improvement() -> None:
@@ -76,7 +84,7 @@ def test_verdict_document_is_json_safe() -> None:
     json.dumps(document, allow_nan=False)  # inf and NaN never reach the file
 
 
-def test_compare_cli_exit_codes(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_compare_cli_exit_codes(tmp_path: Path, perfgate_cli: CliRun) -> None:
     base, same, slow = tmp_path / "base.json", tmp_path / "same.json", tmp_path / "slow.json"
     write_result(base, run(0.1, 1))
     write_result(same, run(0.1, 2))
@@ -95,7 +103,9 @@ def test_compare_cli_exit_codes(tmp_path: Path, perfgate_cli) -> None:  # type: 
     assert missing.returncode == ExitCode.USAGE and "does not exist" in missing.stderr
 
 
-def test_compare_cli_writes_markdown_and_the_job_summary(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_compare_cli_writes_markdown_and_the_job_summary(
+    tmp_path: Path, perfgate_cli: CliRun
+) -> None:
     base, slow = tmp_path / "base.json", tmp_path / "slow.json"
     write_result(base, run(0.1, 1))
     write_result(slow, run(0.13, 3))

@@ -7,7 +7,7 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import given, settings
@@ -20,6 +20,9 @@ from perfgate.documents.verdict import (
     CompareVerdict,
     InconclusivePolicy,
     MetricComparison,
+    Overall,
+    Verdict,
+    WorkloadStatus,
     WorkloadVerdict,
 )
 from perfgate.errors import ExitCode, InfrastructureError, UsageError
@@ -61,7 +64,7 @@ def metric(
     *,
     ratio: float = 1.0,
     ci: tuple[float, float] = (0.98, 1.02),
-    verdict: str = "no_change",
+    verdict: Verdict = "no_change",
     reasons: tuple[str, ...] = (),
     min_detectable: float = 0.072,
     baseline: float = 0.1,
@@ -80,18 +83,21 @@ def metric(
         min_detectable=min_detectable,
         baseline_repeats=6,
         head_repeats=6,
-        verdict=verdict,  # type: ignore[arg-type]
+        verdict=verdict,
         reasons=reasons,
         p_adjusted=0.0043,
     )
 
 
 def workload(
-    name: str, *comparisons: MetricComparison, status: str = "compared", notes: tuple[str, ...] = ()
+    name: str,
+    *comparisons: MetricComparison,
+    status: WorkloadStatus = "compared",
+    notes: tuple[str, ...] = (),
 ) -> WorkloadVerdict:
     return WorkloadVerdict(
         name=name,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         baseline_origin="base.json",
         comparisons=list(comparisons),
         notes=list(notes),
@@ -100,17 +106,17 @@ def workload(
 
 def verdict_of(
     *workloads: WorkloadVerdict,
-    overall: str,
+    overall: Overall,
     environment: tuple[str, ...] = (),
-    method: str = "baseline",
+    method: Literal["baseline", "interleaved"] = "baseline",
     notes: tuple[str, ...] = (),
 ) -> CompareVerdict:
     return CompareVerdict(
-        overall=overall,  # type: ignore[arg-type]
+        overall=overall,
         head_run_id="00000000-0000-0000-0000-000000000002",
         workloads=list(workloads),
         environment_differences=list(environment),
-        method=method,  # type: ignore[arg-type]
+        method=method,
         notes=list(notes),
     )
 

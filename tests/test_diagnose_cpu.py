@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 from conftest_disk import on_disk
+from fixture_types import CliRun
 
 from perfgate.errors import ExitCode
 from perfgate.result import WorkloadResult, load_result
@@ -74,7 +75,7 @@ def _mean(workload: WorkloadResult, column: str) -> float | None:
 
 
 def _diagnose(
-    project: Path, perfgate_cli: Any, name: str, *args: str
+    project: Path, perfgate_cli: CliRun, name: str, *args: str
 ) -> tuple[Any, dict[str, Any]]:
     """``perfgate diagnose`` (timed signals, no profiler window) → (result, diagnoses by name)."""
     out, verdicts = project / f"{name}.result.json", project / f"{name}.diagnosis.json"
@@ -88,7 +89,7 @@ def _diagnose(
 
 
 def test_storage_host_and_compute_bound_workloads(
-    diagnose_project: Path, perfgate_cli: Any
+    diagnose_project: Path, perfgate_cli: CliRun
 ) -> None:
     result, found = _diagnose(
         diagnose_project, perfgate_cli, "mixed",
@@ -130,7 +131,7 @@ def test_storage_host_and_compute_bound_workloads(
 
 
 def test_datapipe_is_input_bound_without_workers_and_not_with_one(
-    diagnose_project: Path, perfgate_cli: Any
+    diagnose_project: Path, perfgate_cli: CliRun
 ) -> None:
     """``datapipe@balanced`` on one training thread: its step (0.5 s on one core) outlasts one
     worker's batch (0.34 s), so without workers it waits ~40 % of the step and with one worker,
@@ -146,7 +147,7 @@ def test_datapipe_is_input_bound_without_workers_and_not_with_one(
     assert fed["datapipe"]["bound"] != "input-pipeline", fed
 
 
-def test_ddp_reports_its_communication_share(diagnose_project: Path, perfgate_cli: Any) -> None:
+def test_ddp_reports_its_communication_share(diagnose_project: Path, perfgate_cli: CliRun) -> None:
     result, found = _diagnose(
         diagnose_project, perfgate_cli, "ddp", "-w", "ddp", "--nproc-per-node", "2"
     )

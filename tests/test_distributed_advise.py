@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixture_types import CliRun
 
 pytestmark = pytest.mark.slow
 
 
-def _advise(tmp_path: Path, perfgate_cli, *extra: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _advise(tmp_path: Path, perfgate_cli: CliRun, *extra: str) -> dict[str, Any]:
     out = tmp_path / f"advice-{len(list(tmp_path.iterdir()))}.json"
     completed = perfgate_cli(
         "advise", "-w", "ddp", "--nproc-per-node", "2", "--json", str(out), *extra, cwd=tmp_path
@@ -28,7 +29,7 @@ def _advise(tmp_path: Path, perfgate_cli, *extra: str) -> dict[str, Any]:  # typ
     return dict(workload)
 
 
-def test_uneven_shards_draw_the_rank_imbalance_advice(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_uneven_shards_draw_the_rank_imbalance_advice(tmp_path: Path, perfgate_cli: CliRun) -> None:
     planted = _advise(tmp_path, perfgate_cli, "--knob", "uneven_batches=true")
     evidence = planted["evidence"]
     assert evidence["world_size"] == 2
@@ -48,8 +49,8 @@ def test_uneven_shards_draw_the_rank_imbalance_advice(tmp_path: Path, perfgate_c
     assert balanced["evidence"]["rank_imbalance"] < evidence["rank_imbalance"]
 
 
-def test_rank_imbalance_advice_is_proven_by_re_running_balanced(  # type: ignore[no-untyped-def]
-    tmp_path: Path, perfgate_cli
+def test_rank_imbalance_advice_is_proven_by_re_running_balanced(
+    tmp_path: Path, perfgate_cli: CliRun
 ) -> None:
     advised = _advise(
         tmp_path, perfgate_cli, "--knob", "uneven_batches=true", "--rule", "rank-imbalance",

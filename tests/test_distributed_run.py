@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from fixture_types import CliRun
 
 from perfgate.errors import ExitCode
 from perfgate.result import load_result
@@ -38,7 +39,7 @@ def _leftovers(marker: Path) -> list[psutil.Process]:
     return found
 
 
-def test_ddp_workload_on_two_ranks(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_ddp_workload_on_two_ranks(tmp_path: Path, perfgate_cli: CliRun) -> None:
     out = tmp_path / "ddp.json"
     completed = perfgate_cli(
         "run", "-w", "ddp", "--nproc-per-node", "2", "--repeats", "2", "--steps", "6",
@@ -100,8 +101,8 @@ def test_ddp_workload_on_two_ranks(tmp_path: Path, perfgate_cli) -> None:  # typ
         ("exit", "crashed", "torchrun (2 ranks)"),
     ],
 )
-def test_a_failing_rank_fails_the_workload_cleanly(  # type: ignore[no-untyped-def]
-    ddp_project: Path, perfgate_cli, mode: str, status: str, needle: str
+def test_a_failing_rank_fails_the_workload_cleanly(
+    ddp_project: Path, perfgate_cli: CliRun, mode: str, status: str, needle: str
 ) -> None:
     out = ddp_project / "result.json"
     completed = perfgate_cli(
@@ -121,7 +122,9 @@ def test_a_failing_rank_fails_the_workload_cleanly(  # type: ignore[no-untyped-d
     assert _leftovers(ddp_project) == []
 
 
-def test_a_hung_rank_is_killed_with_its_whole_group(ddp_project: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_hung_rank_is_killed_with_its_whole_group(
+    ddp_project: Path, perfgate_cli: CliRun
+) -> None:
     """Rank 1 sleeps, rank 0 waits in the all-reduce: the timeout kills torchrun and both
     ranks (each in a session of its own), and the workload is a timeout."""
     out = ddp_project / "result.json"
@@ -137,7 +140,7 @@ def test_a_hung_rank_is_killed_with_its_whole_group(ddp_project: Path, perfgate_
     assert _leftovers(ddp_project) == []
 
 
-def test_a_single_process_workload_refuses_ranks(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_single_process_workload_refuses_ranks(tmp_path: Path, perfgate_cli: CliRun) -> None:
     completed = perfgate_cli(
         "run", "-w", "gpt", "--nproc-per-node", "2", "--no-store", cwd=tmp_path
     )  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import factories
@@ -171,7 +172,7 @@ def _differences(
     model: dict[str, Any],
     model_root: dict[str, Any],
     where: str,
-    extra: set[str] = frozenset(),  # type: ignore[assignment]
+    extra: AbstractSet[str] = frozenset(),
 ) -> list[str]:
     problems: list[str] = []
     s_obj, m_obj = _object(shipped, shipped_root), _object(model, model_root)

@@ -271,6 +271,7 @@ def test_ab_sides_each_import_their_own_version_of_a_module(
 ) -> None:
     monkeypatch.delenv(START_ENV, raising=False)  # the default: forked
     arms = []
+    version: float  # ints here, floats in the loop over the results below
     for label, version in (("base", 1), ("head", 2)):
         checkout = tmp_path / label
         checkout.mkdir()

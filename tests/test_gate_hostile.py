@@ -141,8 +141,9 @@ def test_detached_code_cannot_rewrite_the_outputs(gate_repo: Path, tmp_path: Pat
     assert comment.startswith("## perfgate: regression"), comment
     assert json.loads((out / "verdict.json").read_text())["overall"] == "regression"
     assert compare_code(out) == 1
-    sums = dict(
-        reversed(line.split("  ")) for line in (out / "SHA256SUMS").read_text().splitlines()
+    sums: dict[str, str] = dict(
+        reversed(line.split("  "))  # type: ignore[misc]
+        for line in (out / "SHA256SUMS").read_text().splitlines()
     )
     for name, digest in sums.items():
         assert hashlib.sha256((out / name).read_bytes()).hexdigest() == digest, name
@@ -198,7 +199,7 @@ def secrets_seen_by_nobody(gate_repo: Path, database: str) -> None:
         "sleepy.py": SNOOP_INFO,
     }
     open_pr(gate_repo, "snoop", snoop)
-    code, _, log, out = run_gate(gate_repo, **secrets)
+    code, _, log, out = run_gate(gate_repo, **secrets)  # type: ignore[arg-type]
     assert code in (0, 1), log[-3000:]  # judged (its definition changed: by A/B), not crashed
     head = json.loads((out / "head.json").read_text())
     seen = head["workloads"][0]["setup_info"]["seen"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -35,8 +36,10 @@ from perfgate.stats.compare import compare_metric, correct
 def test_every_rule_judges_the_same_samples(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
 
-    def recording(name: str, judge):  # type: ignore[no-untyped-def]
-        def wrapped(base: np.ndarray, head: np.ndarray):  # type: ignore[no-untyped-def]
+    def recording(
+        name: str, judge: Callable[[np.ndarray, np.ndarray], rules.Outcome]
+    ) -> Callable[[np.ndarray, np.ndarray], rules.Outcome]:
+        def wrapped(base: np.ndarray, head: np.ndarray) -> rules.Outcome:
             seen.setdefault(name, []).append((base.copy(), head.copy()))
             return judge(base, head)
 
@@ -49,7 +52,9 @@ def test_every_rule_judges_the_same_samples(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(gate_power, "ANCHORS", anchors)
     original = gate_power.perfgate_outcomes
 
-    def perfgate(base: np.ndarray, head: np.ndarray, thresholds):  # type: ignore[no-untyped-def]
+    def perfgate(
+        base: np.ndarray, head: np.ndarray, thresholds: Sequence[float]
+    ) -> list[rules.Outcome]:
         seen.setdefault("perfgate", []).append((base.copy(), head.copy()))
         return original(base, head, thresholds)
 

@@ -75,7 +75,7 @@ def test_rounds_alternate_which_arm_goes_first(
     assert [w.name for w in base] == [w.name for w in head] == ["mlp", "gpt"]
     assert all(len(w.repeats) == 4 and w.status == "ok" for w in base + head)
     assert head[0].summary is not None and base[0].summary is not None
-    assert head[0].summary.median_step_s == pytest.approx(1.25 * base[0].summary.median_step_s)
+    assert head[0].summary.median_step_s == pytest.approx(1.25 * base[0].summary.median_step_s)  # type: ignore[operator]
 
 
 def test_a_failed_repeat_stops_the_workload_for_every_arm(

@@ -67,7 +67,7 @@ def _function_level(path: Path) -> list[tuple[int, str]]:
             elif isinstance(node, ast.Import):
                 module = node.names[0].name
             if module and module.startswith("perfgate"):
-                found.append((node.lineno, lines[node.lineno - 1]))
+                found.append((node.lineno, lines[node.lineno - 1]))  # type: ignore[attr-defined]
     return found
 
 

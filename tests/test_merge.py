@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from fixture_types import CliRun
 
 from perfgate.errors import UsageError
 from perfgate.merge import merge_shards
@@ -78,7 +79,7 @@ def test_incomparable_shards_are_refused_naming_the_difference(
         merge_shards([first, second])
 
 
-def test_the_command_writes_a_valid_document(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_the_command_writes_a_valid_document(tmp_path: Path, perfgate_cli: CliRun) -> None:
     paths = []
     for index, shard in enumerate(shards(), start=1):
         paths.append(tmp_path / f"shard{index}.json")

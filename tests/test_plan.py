@@ -8,14 +8,17 @@ import pytest
 
 from perfgate.config import load_config
 from perfgate.errors import UsageError
-from perfgate.runner.plan import SMOKE_DEFAULTS, Selection, make_plan
+from perfgate.result import RunSettings
+from perfgate.runner.plan import SMOKE_DEFAULTS, PlannedWorkload, Selection, make_plan
 from perfgate.stats.power import minimum_repeats
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "user_project"
 
 
-def plan(selection: Selection, root: Path | None = None) -> tuple[list, object]:
+def plan(
+    selection: Selection, root: Path | None = None
+) -> tuple[list[PlannedWorkload], RunSettings]:
     return make_plan(load_config(cwd=root or Path("/")), selection)
 
 
@@ -50,7 +53,7 @@ def test_shards_partition_the_selection() -> None:
     for index in (1, 2, 3):
         planned, settings = plan(Selection(suite="smoke", shard=f"{index}/3"))
         names += [p.definition.name for p in planned]
-        assert settings.shard == f"{index}/3"  # type: ignore[attr-defined]
+        assert settings.shard == f"{index}/3"
     assert sorted(names) == sorted(["gpt", "resnet", "mlp", "datapipe"])
 
 

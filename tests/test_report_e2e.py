@@ -12,11 +12,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from fixture_types import CliRun
 
 pytestmark = pytest.mark.slow
 
 
-def test_run_then_report_shows_history_telemetry_and_advice(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_run_then_report_shows_history_telemetry_and_advice(
+    tmp_path: Path, perfgate_cli: CliRun
+) -> None:
     env = {"PERFGATE_DATABASE_URL": f"sqlite:///{tmp_path / 'perfgate.db'}"}
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
     subprocess.run([*git, "init", "-q", "-b", "main"], cwd=tmp_path, check=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixture_types import CliRun
 
 from perfgate.baseline.refresh import refresh_baselines
 from perfgate.compare.baseline_source import from_result
@@ -356,7 +357,7 @@ def test_documents_of_the_wrong_kind_are_refused_in_one_line(tmp_path: Path) -> 
 
 
 def test_perfgate_report_writes_the_page_with_the_advice_beside_the_result(
-    tmp_path: Path, perfgate_cli: Any
+    tmp_path: Path, perfgate_cli: CliRun
 ) -> None:
     head = variant(h200_run(), run_id="00000000-0000-4000-8000-000000000001", seed=2)
     result_path = tmp_path / "head.json"

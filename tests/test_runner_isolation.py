@@ -10,6 +10,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from fixture_types import CliRun
 
 from perfgate.errors import ExitCode
 from perfgate.result import load_result
@@ -18,8 +19,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_failures_are_recorded_and_the_other_workloads_run(
-    faulty_project: Path, perfgate_cli
-) -> None:  # type: ignore[no-untyped-def]
+    faulty_project: Path, perfgate_cli: CliRun
+) -> None:
     out = faulty_project / "result.json"
     completed = perfgate_cli(
         "run",

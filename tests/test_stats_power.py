@@ -4,6 +4,7 @@ against the real compare rule (the model must predict what ``compare_metric`` do
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -104,7 +105,7 @@ def test_repeats_needed_edges() -> None:
         lambda: repeats_needed(0.1, 0.2, 0.05, max_repeats=1),
     ],
 )
-def test_bad_input_is_a_usage_error(call) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input_is_a_usage_error(call: Callable[[], object]) -> None:
     with pytest.raises(UsageError):
         call()
 
@@ -211,12 +212,17 @@ def simulated_verdicts(
 ) -> list[str]:
     """Verdicts of the real compare rule on log-normal A/B samples with a known effect."""
     rng = np.random.default_rng(seed)
-    verdicts = []
+    verdicts: list[str] = []
     for trial in range(trials):
         base = np.exp(rng.normal(0.0, sigma, n))
         head = np.exp(rng.normal(math.log1p(effect), sigma, n))
         comparison = compare_metric(
-            "step_time_s", base, head, direction="lower", threshold=threshold, seed=trial
+            "step_time_s",
+            base,  # type: ignore[arg-type]
+            head,  # type: ignore[arg-type]
+            direction="lower",
+            threshold=threshold,
+            seed=trial,
         )
         verdicts.append(correct([comparison])[0].verdict)
     return verdicts

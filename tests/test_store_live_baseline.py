@@ -67,7 +67,7 @@ def test_a_transaction_that_always_conflicts_gives_up_with_nothing_written(
     ``ATTEMPTS`` runs the caller gets one line (exit 3) and an untouched database."""
     store_run(database_url, fake_run(), tmp_path)
     engine = make_engine(database_url, tmp_path)
-    attempts = []
+    attempts: list[int] = []
 
     def two_live(session: Session) -> None:
         attempts.append(len(attempts))

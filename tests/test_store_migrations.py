@@ -13,6 +13,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from conftest_db import count_rows, fake_run, query
+from fixture_types import CliRun
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
@@ -229,7 +230,9 @@ def test_a_database_from_a_newer_perfgate_is_refused(database_url: str, tmp_path
             attempt(database_url, tmp_path)
 
 
-def test_db_upgrade_through_the_cli(database_url: str, tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_db_upgrade_through_the_cli(
+    database_url: str, tmp_path: Path, perfgate_cli: CliRun
+) -> None:
     migrate_to(database_url, "0001")
     password_url = database_url.replace("postgres@", "postgres:s3cret@")
     (tmp_path / "perfgate.toml").write_text(f'database_url = "{password_url}"\n')

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest_db import fake_run, query
+from fixture_types import CliRun
 from sqlalchemy import create_engine
 from sqlmodel import Session, select
 
@@ -86,7 +87,7 @@ def test_negative_keep_days_is_a_usage_error(tmp_path: Path) -> None:
         prune_samples(f"sqlite:///{tmp_path / 'x.db'}", tmp_path, keep_days=-1)
 
 
-def test_db_prune_through_the_cli(tmp_path: Path, perfgate_cli) -> None:  # type: ignore[no-untyped-def]
+def test_db_prune_through_the_cli(tmp_path: Path, perfgate_cli: CliRun) -> None:
     (tmp_path / "perfgate.toml").write_text('database_url = "sqlite:///runs.db"\n')
     store_run("sqlite:///runs.db", fake_run(started_at=OLD), tmp_path)
     completed = perfgate_cli("db", "prune", "--keep-days", "7", cwd=tmp_path)

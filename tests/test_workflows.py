@@ -36,8 +36,9 @@ def load(path: Path) -> dict[str, Any]:
     return data
 
 
-def triggers(workflow: dict[str, Any]) -> set[str]:
+def triggers(workflow: dict[Any, Any]) -> set[str]:
     # YAML 1.1 reads the key `on` as True in some loaders; ruamel's safe loader keeps "on".
+    # (So the keys are not all str, hence dict[Any, Any].)
     on = workflow.get("on", workflow.get(True))
     return set(on) if isinstance(on, dict) else {on} if isinstance(on, str) else set(on or [])
 

@@ -11,6 +11,8 @@ from torch.nn import functional as F
 
 
 class CausalSelfAttention(nn.Module):
+    bias: torch.Tensor  # the causal mask, a registered buffer
+
     def __init__(self, n_embd: int, n_head: int, block_size: int, dropout: float = 0.1) -> None:
         super().__init__()
         self.c_attn = nn.Linear(n_embd, 3 * n_embd)
