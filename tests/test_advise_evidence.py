@@ -81,6 +81,7 @@ def test_catalogue_names_kinds_units_and_devices() -> None:
     assert all(name.endswith("_share") for name in SHARE_NAMES)
 
 
+@pytest.mark.slow
 def test_gpt_manual_attention_is_detected_and_sdpa_is_not(tmp_path: Path) -> None:
     manual = profile("gpt", tmp_path, attention="manual")
     sdpa = profile("gpt", tmp_path, attention="sdpa")

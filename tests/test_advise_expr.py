@@ -98,6 +98,7 @@ TREE = st.recursive(st.one_of(LITERAL, NAME.map(Name)), _extend, max_leaves=14)
 
 @FAST
 @given(TREE)
+@pytest.mark.slow
 def test_printing_then_parsing_gives_the_same_tree(tree: Expr) -> None:
     assert parse(to_source(tree)) == tree
 

@@ -302,6 +302,7 @@ def test_the_v100_declared_trace_is_judged_as_a_v100() -> None:
 
 
 @pytest.mark.parametrize("recording", recorder.RECORDINGS, ids=lambda r: r.trace)
+@pytest.mark.slow
 def test_documents_are_what_the_recorder_makes_of_their_traces(
     recording: recorder.Recording,
 ) -> None:

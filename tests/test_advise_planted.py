@@ -223,6 +223,7 @@ def _items_and_full_collections(setup: TrainingSetup, steps: int) -> tuple[int, 
     return items, len(full)
 
 
+@pytest.mark.slow
 def test_host_defects_collect_and_sync_in_every_step(tmp_path: Path, one_thread: None) -> None:
     planted = _host_workload(
         tmp_path, gc_collect_every_step=True, item_every_step=True, channels_last=True

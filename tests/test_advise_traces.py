@@ -60,6 +60,7 @@ def count(name: str, keep: Callable[[dict[str, Any]], bool]) -> int:
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=_needs(n)) for n in (*LOCAL, *LARGE)])
+@pytest.mark.slow
 def test_every_metric_is_in_the_catalogue_with_its_kind(name: str) -> None:
     found = evidence(name)
     kinds = {"number": float, "bool": bool, "text": str}

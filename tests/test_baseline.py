@@ -171,6 +171,7 @@ def test_export_is_deterministic_and_mirrors_live_baselines(
     assert "step_times_s" not in first.decode()
 
 
+@pytest.mark.slow
 def test_baseline_commands_through_the_cli(tmp_path: Path, perfgate_cli: CliRun) -> None:
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     (tmp_path / "perfgate.toml").write_text(f'database_url = "{url}"\n')

@@ -277,6 +277,7 @@ INSERT_BY_HAND = (
 )
 
 
+@pytest.mark.slow
 def test_a_refresh_that_loses_the_race_at_the_index_retries(tmp_path: Path) -> None:
     """A live baseline written by a writer that takes no refresh lock (a hand-run SQL script)
     lands between the refresh's read and its write: the refresh's insert fails on the index,

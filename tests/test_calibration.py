@@ -375,6 +375,7 @@ def test_bad_input_exits_2_before_measuring(
     assert not (tmp_path / ".perfgate").exists()  # nothing measured, no database touched
 
 
+@pytest.mark.slow
 def test_calibrating_without_a_store_imports_no_database_code() -> None:
     probe = (
         "import sys; import perfgate.cli, perfgate.calibration.measure, "
@@ -417,6 +418,7 @@ def test_calibrate_end_to_end(tmp_path: Path, perfgate_cli: CliRun) -> None:
     assert stored["mlp"] == CALIBRATION.load(out).calibrations[0]
 
 
+@pytest.mark.slow
 def test_compare_explains_inconclusive_verdicts_with_the_stored_calibration(
     tmp_path: Path,
     perfgate_cli: CliRun,

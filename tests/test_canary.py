@@ -50,6 +50,7 @@ def test_cpu_burn_takes_the_injected_time() -> None:
     assert time.perf_counter() - started >= 0.02
 
 
+@pytest.mark.slow
 def test_bad_slowdown_on_the_command_line_exits_2(tmp_path: Path, perfgate_cli: CliRun) -> None:
     completed = perfgate_cli(
         "run", "-w", "mlp", "--inject-slowdown", "2000%", "--no-store", cwd=tmp_path, timeout=60

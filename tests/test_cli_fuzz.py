@@ -196,6 +196,7 @@ def run_on(command: tuple[str, ...], path: Path) -> Ended:
 
 @pytest.mark.parametrize("name", sorted(MALFORMED_DOCUMENTS))
 @pytest.mark.parametrize("command", sorted(DOCUMENT_COMMANDS))
+@pytest.mark.slow
 def test_a_malformed_result_document_is_a_usage_error(
     project: Path, command: str, name: str
 ) -> None:
@@ -217,6 +218,7 @@ def test_a_field_out_of_range_is_named(project: Path, command: str) -> None:
 
 @FUZZ
 @given(content=st.binary(max_size=300))
+@pytest.mark.slow
 def test_random_bytes_as_a_result_document(project: Path, content: bytes) -> None:
     path = project / "doc.json"
     path.write_bytes(content)
@@ -239,6 +241,7 @@ JSON_VALUES = st.recursive(
 
 @FUZZ
 @given(value=JSON_VALUES)
+@pytest.mark.slow
 def test_random_json_as_a_result_document(project: Path, value: Any) -> None:
     path = project / "doc.json"
     path.write_text(json.dumps(value, allow_nan=True))
@@ -641,6 +644,7 @@ def test_random_run_option_values_are_checked_before_measuring(
     option=st.sampled_from(["--inconclusive", "--rounds", "--budget", "--branch", "--device"]),
     value=OPTION_TEXT,
 )
+@pytest.mark.slow
 def test_random_compare_option_values(project: Path, option: str, value: str) -> None:
     ended = invoke("compare", "good.json", "--baseline", "good.json", option, value)
     if ended.code not in (ExitCode.OK, ExitCode.INCONCLUSIVE):
@@ -653,6 +657,7 @@ def test_random_compare_option_values(project: Path, option: str, value: str) ->
     | CONFIG_TEXT.map(lambda text: text.encode("utf-8", "surrogatepass"))
     | st.just(b"a = " + b"[" * 10_000 + b"]" * 10_000)
 )
+@pytest.mark.slow
 def test_random_rule_files_are_linted_not_crashed_on(project: Path, content: bytes) -> None:
     """``rules lint`` reports a bad rule file as its problems (exit 2), never a traceback."""
     folder = project / "rules"

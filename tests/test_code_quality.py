@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
     ],
     ids=["ruff-check", "ruff-format", "mypy"],
 )
+@pytest.mark.slow
 def test_tool_is_clean(command: list[str]) -> None:
     completed = subprocess.run(
         [sys.executable, "-m", *command], cwd=REPO, capture_output=True, text=True, timeout=600

@@ -406,6 +406,7 @@ def timelines(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, set[int]]]:
 
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(timelines())
+@pytest.mark.slow
 def test_summary_invariants_and_exact_values_on_random_timelines(
     drawn: tuple[dict[str, Any], dict[str, set[int]]],
 ) -> None:

@@ -170,6 +170,7 @@ def test_the_interleaved_judge_on_documents() -> None:
     assert same.overall == "pass" and step(same).verdict == "no_change"
 
 
+@pytest.mark.slow
 def test_the_round_judge_stops_when_decided() -> None:
     judge = SequentialJudge(Thresholds(), workloads=1, max_rounds=30)
     base, head = run(0.010, 1, repeats=12, noise=0.002), run(0.0125, 2, repeats=12, noise=0.002)

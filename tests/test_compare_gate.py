@@ -84,6 +84,7 @@ def test_verdict_document_is_json_safe() -> None:
     json.dumps(document, allow_nan=False)  # inf and NaN never reach the file
 
 
+@pytest.mark.slow
 def test_compare_cli_exit_codes(tmp_path: Path, perfgate_cli: CliRun) -> None:
     base, same, slow = tmp_path / "base.json", tmp_path / "same.json", tmp_path / "slow.json"
     write_result(base, run(0.1, 1))
@@ -103,6 +104,7 @@ def test_compare_cli_exit_codes(tmp_path: Path, perfgate_cli: CliRun) -> None:
     assert missing.returncode == ExitCode.USAGE and "does not exist" in missing.stderr
 
 
+@pytest.mark.slow
 def test_compare_cli_writes_markdown_and_the_job_summary(
     tmp_path: Path, perfgate_cli: CliRun
 ) -> None:

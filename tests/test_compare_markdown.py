@@ -477,6 +477,7 @@ def rendered_rows(markdown: str) -> int:
     return body + items - 2
 
 
+@pytest.mark.slow
 def test_huge_verdict_stays_under_the_comment_limit() -> None:
     verdict = huge_verdict(2000)
     markdown = verdict_markdown(verdict)
@@ -868,6 +869,7 @@ def test_bound_holds_with_advice_for_any_budget(max_chars: int, advice: int) -> 
         assert omitted == 1 + 6 + advice + 50 + 25 * 6 + 2 * 24 - rendered_rows(markdown)
 
 
+@pytest.mark.slow
 def test_huge_verdict_with_much_advice_stays_under_the_comment_limit() -> None:
     markdown = verdict_markdown(huge_verdict(2000), advice=many_advice(2000))
     assert len(markdown) <= 65_000

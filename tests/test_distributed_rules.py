@@ -289,6 +289,7 @@ def _model() -> torch.nn.Module:
 
 
 @pytest.mark.usefixtures("gloo_group")
+@pytest.mark.slow
 def test_ddp_facts_from_a_real_gloo_group() -> None:
     ddp = torch.nn.parallel.DistributedDataParallel(_model())
     facts = distributed_facts(ddp, {"grad_accumulation": 4, "precision": "off"}, "cpu")

@@ -134,6 +134,7 @@ def test_gpt_manual_attention_flops_match_the_hand_count() -> None:
     assert by_operator["aten.addmm"] + by_operator["aten.mm"] == gpt_weight_matmul_flops()
 
 
+@pytest.mark.slow
 def test_gpt_sdpa_flops_on_cpu_add_the_backward_score_recomputation() -> None:
     # On the CPU, SDPA runs aten._scaled_dot_product_flash_attention_for_cpu, for which torch's
     # FlopCounterMode has no formula; count_flops registers torch's CUDA flash formulas for it:
@@ -178,6 +179,7 @@ def test_cpu_sdpa_formulas_equal_torch_cuda_flash_formulas(
     )
 
 
+@pytest.mark.slow
 def test_gpt_bf16_counts_the_same_matmuls() -> None:
     assert counted(build(gpt, precision="bf16"))[0] == counted(build(gpt))[0]
 

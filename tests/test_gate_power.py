@@ -96,6 +96,7 @@ def test_fixed_threshold_catches_ten_percent_on_quiet_noise() -> None:
     assert quiet.count("regression") == 0
 
 
+@pytest.mark.slow
 def test_perfgate_has_few_false_positives_on_simulated_a_a_pairs() -> None:
     for model in (gate_power.GPU_QUIET, gate_power.THIS_CPU):
         source = SimulatedPairs(model, 5, seed=2, key=3)
@@ -105,6 +106,7 @@ def test_perfgate_has_few_false_positives_on_simulated_a_a_pairs() -> None:
         assert outcomes.count("regression") <= 3, model.name
 
 
+@pytest.mark.slow
 def test_one_comparison_serves_every_threshold_exactly() -> None:
     source = SimulatedPairs(gate_power.THIS_CPU, 6, seed=5, key=4)
     thresholds = (0.05, 0.02, 0.3)
@@ -218,6 +220,7 @@ def test_pools_round_trip_through_json(tmp_path: Path) -> None:
     assert loaded.arms == pools.arms and loaded.meta == pools.meta
 
 
+@pytest.mark.slow
 def test_same_seed_gives_the_same_table() -> None:
     args = gate_power.parse_args(
         ["--simulate-only", "--comparisons", "8", "--large-comparisons", "0", "--seed", "4"]

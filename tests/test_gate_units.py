@@ -227,6 +227,7 @@ def test_honest_steps_fit_the_window_despite_a_late_marker(
     hidden=st.floats(0.06, 0.95),
 )
 @settings(max_examples=300, derandomize=True, deadline=None)
+@pytest.mark.slow
 def test_time_left_out_of_the_steps_is_found(steps: list[float], hidden: float) -> None:
     """``hidden`` of the window (6 % to 95 %) is missing from the reported steps: beyond the
     5 % share plus 50 ms once the window is long enough for it to show."""

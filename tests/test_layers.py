@@ -76,6 +76,7 @@ def _subpackage(module: str) -> str | None:
     return parts[1] if len(parts) > 1 and (PACKAGE / parts[1]).is_dir() else None
 
 
+@pytest.mark.slow
 def test_the_trace_layer_imports_nothing_above_it() -> None:
     allowed = (*TRACE_MAY_IMPORT, *BASE_MODULES)
     upward = [
@@ -88,6 +89,7 @@ def test_the_trace_layer_imports_nothing_above_it() -> None:
     assert upward == []
 
 
+@pytest.mark.slow
 def test_no_cycle_among_advise_distributed_runner_and_trace() -> None:
     graph: defaultdict[str, set[str]] = defaultdict(set)
     witness: dict[tuple[str, str], str] = {}

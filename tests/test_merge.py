@@ -79,6 +79,7 @@ def test_incomparable_shards_are_refused_naming_the_difference(
         merge_shards([first, second])
 
 
+@pytest.mark.slow
 def test_the_command_writes_a_valid_document(tmp_path: Path, perfgate_cli: CliRun) -> None:
     paths = []
     for index, shard in enumerate(shards(), start=1):

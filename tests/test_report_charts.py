@@ -189,6 +189,7 @@ def test_output_is_deterministic() -> None:
         assert render() == render()
 
 
+@pytest.mark.slow
 def test_output_is_identical_in_a_fresh_process_and_never_imports_pyplot() -> None:
     code = textwrap.dedent(
         """

@@ -147,6 +147,7 @@ def assert_self_contained_and_inert(html: str) -> Page:
 # --- verdicts ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_pass_shows_every_number_of_the_verdict_document() -> None:
     base = h200_run()
     baseline = variant(base, run_id="base", seed=1)
@@ -173,6 +174,7 @@ def test_a_pass_shows_every_number_of_the_verdict_document() -> None:
     assert signed_percent(first["ratio"]) in page.joined()
 
 
+@pytest.mark.slow
 def test_a_regression_names_the_workload_and_its_interval() -> None:
     base = h200_run()
     baseline = variant(base, run_id="base", seed=1)
@@ -194,6 +196,7 @@ def test_a_regression_names_the_workload_and_its_interval() -> None:
     assert titles >= len(step["baseline_values"]) + len(step["head_values"]) == 16
 
 
+@pytest.mark.slow
 def test_too_few_repeats_is_inconclusive_with_the_smallest_detectable_change() -> None:
     base = h200_run()  # two repeats per workload, as measured
     head = dataclasses.replace(base, run_id="head")
@@ -246,6 +249,7 @@ def test_empty_history_and_no_advice_say_so() -> None:
 # --- hostile strings ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_hostile_branch_knobs_notes_and_advice_stay_text() -> None:
     base = h200_run()
     baseline = variant(base, run_id="base", seed=1)
@@ -315,6 +319,7 @@ def stored_history(tmp_path: Path) -> tuple[str, RunResult, dict[str, WorkloadHi
     return url, head, load_histories(url, tmp_path, [head], max_runs=100)
 
 
+@pytest.mark.slow
 def test_history_marks_the_window_the_change_point_and_each_commit(
     stored_history: tuple[str, RunResult, dict[str, WorkloadHistory]],
 ) -> None:
@@ -336,6 +341,7 @@ def test_history_marks_the_window_the_change_point_and_each_commit(
     assert "live baseline window" in page.joined()
 
 
+@pytest.mark.slow
 def test_history_is_capped_to_the_newest_runs(
     stored_history: tuple[str, RunResult, dict[str, WorkloadHistory]], tmp_path: Path
 ) -> None:
@@ -356,6 +362,7 @@ def test_documents_of_the_wrong_kind_are_refused_in_one_line(tmp_path: Path) -> 
         read_document(tmp_path / "missing.json", "perfgate.verdict", "perfgate compare --json")
 
 
+@pytest.mark.slow
 def test_perfgate_report_writes_the_page_with_the_advice_beside_the_result(
     tmp_path: Path, perfgate_cli: CliRun
 ) -> None:
@@ -427,6 +434,7 @@ def test_a_hostile_commit_subject_is_inert_in_the_pr_comment() -> None:
     assert "#1" not in line
 
 
+@pytest.mark.slow
 def test_charts_drawn_in_worker_processes_give_the_same_bytes(
     stored_history: tuple[str, RunResult, dict[str, WorkloadHistory]],
 ) -> None:

@@ -137,6 +137,7 @@ samples = st.lists(st.floats(min_value=0.5, max_value=2.0), min_size=1, max_size
 
 @settings(max_examples=60, deadline=None)
 @given(samples, samples)
+@pytest.mark.slow
 def test_swapping_sides_mirrors_the_verdict(base: list[float], head: list[float]) -> None:
     forward = compare_metric("m", base, head, direction="lower", threshold=0.05)
     backward = compare_metric("m", head, base, direction="lower", threshold=0.05)
@@ -148,6 +149,7 @@ def test_swapping_sides_mirrors_the_verdict(base: list[float], head: list[float]
 
 @settings(max_examples=60, deadline=None)
 @given(samples, samples, st.sampled_from([1e-3, 0.5, 7.0, 1e4]))
+@pytest.mark.slow
 def test_scaling_every_sample_changes_nothing(
     base: list[float], head: list[float], c: float
 ) -> None:
@@ -185,6 +187,7 @@ def simulated(
 
 
 @pytest.mark.parametrize(("cv", "stall"), [(0.01, 0.0), (0.10, 0.02)])
+@pytest.mark.slow
 def test_false_alarms_on_aa_pairs_stay_under_one_percent(cv: float, stall: float) -> None:
     rng = np.random.default_rng(42)
     verdicts = [
@@ -194,6 +197,7 @@ def test_false_alarms_on_aa_pairs_stay_under_one_percent(cv: float, stall: float
     assert verdicts.count("regression") + verdicts.count("improvement") <= 3
 
 
+@pytest.mark.slow
 def test_a_large_slowdown_on_a_quiet_machine_is_caught() -> None:
     rng = np.random.default_rng(7)
     verdicts = [

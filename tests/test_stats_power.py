@@ -228,6 +228,7 @@ def simulated_verdicts(
     return verdicts
 
 
+@pytest.mark.slow
 def test_the_model_predicts_the_real_compare_rule() -> None:
     """650 simulated comparisons: seconds, each runs the real 4000-resample bootstrap."""
     sigma, n, threshold = 0.03, 8, 0.05

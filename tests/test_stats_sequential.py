@@ -159,6 +159,7 @@ def _stopped(rng: np.random.Generator, effect: float, sigma: float, design_round
     raise AssertionError("the horizon always ends the comparison")
 
 
+@pytest.mark.slow
 def test_error_rates_hold_under_optional_stopping() -> None:
     """Stopping at the first decision, on noise with wild rounds: identical code is (almost)
     never a regression or an improvement, a change exactly at the threshold is called a

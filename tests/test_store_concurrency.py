@@ -12,6 +12,7 @@ from multiprocessing.queues import Queue
 from pathlib import Path
 from threading import Barrier
 
+import pytest
 from conftest_db import count_rows, fake_run, query
 
 from perfgate.store.ingest import store_run
@@ -46,6 +47,7 @@ def run_id(number: int) -> str:
     return f"00000000-0000-4000-8000-{number:012d}"
 
 
+@pytest.mark.slow
 def test_eight_processes_ingesting_at_once(database_url: str, tmp_path: Path) -> None:
     """All eight first store the same 10 runs (each stored once), then 25 runs of their own."""
     shared = [run_id(i) for i in range(10)]

@@ -84,6 +84,7 @@ def test_unreachable_postgres_on_ingest_masks_the_password(tmp_path: Path) -> No
     assert "hunter2" not in str(unavailable.value) and "***" in str(unavailable.value)
 
 
+@pytest.mark.slow
 def test_cli_ingest_names_the_conflicting_file(tmp_path: Path, perfgate_cli: CliRun) -> None:
     run_id = "00000000-0000-4000-8000-000000000002"
     first, second = tmp_path / "first.json", tmp_path / "second.json"

@@ -230,6 +230,7 @@ def test_a_database_from_a_newer_perfgate_is_refused(database_url: str, tmp_path
             attempt(database_url, tmp_path)
 
 
+@pytest.mark.slow
 def test_db_upgrade_through_the_cli(
     database_url: str, tmp_path: Path, perfgate_cli: CliRun
 ) -> None:

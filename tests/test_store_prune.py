@@ -87,6 +87,7 @@ def test_negative_keep_days_is_a_usage_error(tmp_path: Path) -> None:
         prune_samples(f"sqlite:///{tmp_path / 'x.db'}", tmp_path, keep_days=-1)
 
 
+@pytest.mark.slow
 def test_db_prune_through_the_cli(tmp_path: Path, perfgate_cli: CliRun) -> None:
     (tmp_path / "perfgate.toml").write_text('database_url = "sqlite:///runs.db"\n')
     store_run("sqlite:///runs.db", fake_run(started_at=OLD), tmp_path)

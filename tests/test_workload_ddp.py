@@ -47,6 +47,7 @@ def _context(
     )
 
 
+@pytest.mark.slow
 def test_gpt_under_ddp_trains_one_rank_shard(one_rank: DistributedContext) -> None:
     setup = ddp.build(_context(one_rank))
     assert isinstance(setup.model, nn.parallel.DistributedDataParallel)

@@ -88,6 +88,7 @@ def capture_outputs(module: nn.Module, action: Callable[[], object]) -> list[tor
 
 
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.slow
 def test_smoke_preset_trains(name: str) -> None:
     setup = build(name)
     losses = train(setup, 4)
@@ -99,17 +100,20 @@ def test_smoke_preset_trains(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ("gpt", "resnet", "mlp"))
+@pytest.mark.slow
 def test_loss_falls_on_the_learnable_synthetic_data(name: str) -> None:
     losses = train(build(name), 12)
     assert sum(losses[-3:]) < sum(losses[:3])
 
 
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.slow
 def test_same_seed_gives_identical_losses(name: str) -> None:
     assert train(build(name, seed=3), 3) == train(build(name, seed=3), 3)
 
 
 @pytest.mark.parametrize("name", ("gpt", "mlp"))
+@pytest.mark.slow
 def test_another_seed_gives_other_losses(name: str) -> None:
     assert train(build(name, seed=1), 2) != train(build(name, seed=2), 2)
 
@@ -200,6 +204,7 @@ HOT_LAYERS: dict[str, Callable[[Any], nn.Module]] = {
     ("precision", "dtype"),
     [("off", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16)],
 )
+@pytest.mark.slow
 def test_precision_knob_sets_the_autocast_dtype(
     name: str, precision: str, dtype: torch.dtype
 ) -> None:
@@ -222,6 +227,7 @@ def test_grad_scaler_is_made_for_fp16_only_and_works_on_the_cpu() -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.slow
 def test_compile_knob_wraps_the_model_and_keeps_an_eager_flop_step(name: str) -> None:
     # Compiling takes tens of seconds on this CPU, so the compiled step is not run here; the
     # eager step kept for FLOP counting is, and it trains the same (shared) parameters.
@@ -252,6 +258,7 @@ def test_compute_dtype_reports_tf32_only_on_cuda_with_tf32_enabled() -> None:
 # --- gpt ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_gpt_manual_attention_matches_sdpa() -> None:
     sdpa, manual = build("gpt"), build("gpt", attention="manual")
     tokens, _ = first_batch(sdpa)
@@ -327,6 +334,7 @@ def probed_contiguity(name: str, setup: TrainingSetup) -> list[bool]:
 
 
 @pytest.mark.parametrize("name", sorted(NON_CONTIGUOUS_PROBES))
+@pytest.mark.slow
 def test_non_contiguous_feeds_strided_activations_with_the_same_numerics(name: str) -> None:
     plain, strided = build(name), build(name, non_contiguous=True)
     assert probed_contiguity(name, plain) == [True]
@@ -337,6 +345,7 @@ def test_non_contiguous_feeds_strided_activations_with_the_same_numerics(name: s
 # --- resnet ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_channels_last_puts_inputs_and_conv_weights_in_nhwc() -> None:
     setup = build("resnet", channels_last=True)
     batch = first_batch(setup)
@@ -369,6 +378,7 @@ def test_datapipe_uses_a_real_dataloader() -> None:
     assert setup.info["samples_per_epoch"] == 1000 * 8
 
 
+@pytest.mark.slow
 def test_datapipe_workers_give_the_same_batches_as_the_main_process() -> None:
     in_process, workers = build("datapipe"), build("datapipe", num_workers=2)
     loader = workers.dataloader
