@@ -48,3 +48,10 @@ class InfrastructureError(PerfgateError):
     """The machine or a service failed us: no result could be produced or stored."""
 
     exit_code = ExitCode.INFRASTRUCTURE
+
+
+def last_line(error: str | None, limit: int = 160) -> str:
+    """The telling line of an error text (a traceback's last line), short enough for one line."""
+    lines = [line.strip() for line in (error or "no error text").splitlines() if line.strip()]
+    line = lines[-1] if lines else "no error text"
+    return line if len(line) <= limit else line[: limit - 1] + "…"

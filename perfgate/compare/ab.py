@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from perfgate import __version__
-from perfgate.compare.gate import last_line, overall_verdict
+from perfgate.compare.gate import overall_verdict
 from perfgate.compare.membership import GatedWorkload
 from perfgate.compare.sequential import ABBudget, SequentialJudge, judge_interleaved
 from perfgate.compare.worktrees import Checkout, checked_out, repository_root, resolve_commit
 from perfgate.config import Config, load_config
 from perfgate.documents.verdict import CompareVerdict, WorkloadVerdict
-from perfgate.errors import InfrastructureError, UsageError
+from perfgate.errors import InfrastructureError, UsageError, last_line
 from perfgate.result import RunResult, RunSettings, SourceInfo, WorkloadResult, write_result
 from perfgate.run import prepare, resolve_device, run_fingerprint, utc_now
 from perfgate.runner.interleave import Arm, InterleaveObserver, run_interleaved

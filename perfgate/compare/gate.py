@@ -17,16 +17,12 @@ from typing import Any, Literal
 from perfgate.compare.baseline_source import BaselineWorkload, conditions_of, throttled_share
 from perfgate.compare.conditions import condition_blocks
 from perfgate.documents.verdict import CompareVerdict, MetricComparison, Overall, WorkloadVerdict
-from perfgate.errors import InfrastructureError, UsageError
+from perfgate.errors import InfrastructureError, UsageError, last_line
 from perfgate.metrics import METRICS, metric_values
 from perfgate.result import RunResult, WorkloadResult
 from perfgate.stats.compare import compare_metric, correct
 from perfgate.telemetry.fingerprint import fingerprint_differences, fingerprint_notes
-from perfgate.thresholds import Thresholds
-
-LOSS_RELATIVE_TOLERANCE = 1e-2
-"""Head and baseline final losses must agree within 1 % (bitwise equality is not expected on
-GPUs, where reductions are not deterministic); a bigger gap means the change altered the maths."""
+from perfgate.thresholds import LOSS_RELATIVE_TOLERANCE, Thresholds
 
 
 def compare_runs(
@@ -322,13 +318,6 @@ def overall_verdict(verdicts: list[WorkloadVerdict]) -> Overall:
     if "inconclusive" in metric_verdicts or "definition_changed" in statuses:
         return "inconclusive"
     return "pass"
-
-
-def last_line(error: str | None, limit: int = 160) -> str:
-    """The telling line of an error text (a traceback's last line), short enough for one line."""
-    lines = [line.strip() for line in (error or "no error text").splitlines() if line.strip()]
-    line = lines[-1] if lines else "no error text"
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def losses_match(first: float | None, second: float | None) -> bool | None:

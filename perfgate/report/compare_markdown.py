@@ -45,7 +45,6 @@ from urllib.parse import quote, urlsplit
 
 import jinja2
 
-from perfgate.compare.gate import LOSS_RELATIVE_TOLERANCE
 from perfgate.documents.verdict import (
     CompareVerdict,
     InconclusivePolicy,
@@ -57,6 +56,7 @@ from perfgate.files import write_text_atomic
 from perfgate.report.anchors import anchor
 from perfgate.report.run_summary import format_value
 from perfgate.report.templating import environment
+from perfgate.thresholds import LOSS_RELATIVE_TOLERANCE
 
 PR_COMMENT_LIMIT = 65_000
 """Default size bound: under GitHub's 65,536-character comment limit, with a margin."""

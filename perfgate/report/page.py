@@ -17,9 +17,9 @@ from typing import Any
 
 from markupsafe import Markup
 
-from perfgate.compare.gate import last_line
 from perfgate.diagnose.session import diagnose_workload
 from perfgate.documents.history import WorkloadHistory
+from perfgate.errors import last_line
 from perfgate.report import charts
 from perfgate.report.anchors import anchor
 from perfgate.report.chart_batch import ChartBatch
