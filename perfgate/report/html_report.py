@@ -41,9 +41,9 @@ def write_report(
     inputs: Sequence[str],
 ) -> Path:
     """Read the advice, build and render the page, and write it atomically to ``out``."""
-    from perfgate.advise.session import ADVICE_SCHEMA
+    from perfgate.documents.advice import ADVICE
 
-    advice = [read_document(p, ADVICE_SCHEMA, "perfgate advise --json") for p in advice_paths]
+    advice = [read_document(p, ADVICE.name, "perfgate advise --json") for p in advice_paths]
     page = build_page(
         list(heads),
         verdict=verdict,
