@@ -103,6 +103,7 @@ def run(
         nproc_per_node=nproc_per_node,
     )
     outcome = guarded(lambda: _measure(config, selection, device, out, not no_store, trigger))
+    from perfgate.diagnose.session import diagnose_result
     from perfgate.report.run_summary import (
         diagnosis_lines,
         distributed_lines,
@@ -115,7 +116,7 @@ def run(
     lines = [
         *distributed_lines(outcome.result),
         *mfu_notes(outcome.result),
-        *diagnosis_lines(outcome.result),
+        *diagnosis_lines(diagnose_result(outcome.result)),
     ]
     for note in lines:
         say(note)

@@ -36,9 +36,13 @@ from perfgate import __version__
 from perfgate._rules_path import builtin_rules_folder
 from perfgate.advise.session import advice_report, advise_workloads
 from perfgate.ceilings.store import lookup_ceilings
-from perfgate.compare.comment import advice_lines
 from perfgate.compare.membership import GatedWorkload, base_plan
-from perfgate.compare.outputs import write_error_comment, write_html, write_outputs
+from perfgate.compare.outputs import (
+    advice_lines,
+    write_error_comment,
+    write_html,
+    write_outputs,
+)
 from perfgate.compare.sequential import ab_budget
 from perfgate.compare.session import (
     ABLimits,
@@ -330,7 +334,7 @@ def _write(
         advice_path = out / "advice.json"
         write_json_atomic(advice_path, ADVICE.dump(advice))
         written.append(advice_path)
-    lines = advice_lines(advice_path)
+    lines = advice_lines(advice)
     link = request.report_url or "perfgate-report.html (job artifact)"
     write_outputs(verdict, policy, out / "verdict.json", out / "comment.md", lines, link)
     write_html(
@@ -338,9 +342,10 @@ def _write(
         verdict,
         policy,
         judgement.head,
-        advice_path,
+        advice,
         request.branch,
         (judgement.database_url, judgement.database_root),
+        advice_path,
     )
     written += [out / "verdict.json", out / "comment.md", out / "perfgate-report.html"]
     compare_code = int(verdict.exit_code(policy))
