@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,12 @@ DERIVED = {
 
 def test_every_format_has_a_maximal_document() -> None:
     assert sorted(MAXIMAL) == sorted(kind.name for kind in KINDS)
+
+
+def test_every_format_ships_its_schema_and_every_shipped_schema_is_a_format() -> None:
+    shipped = resources.files("perfgate").joinpath("schema")
+    names = sorted(p.name for p in shipped.iterdir() if p.name.endswith(".json"))
+    assert names == sorted(kind.schema_file for kind in KINDS)
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.name)
