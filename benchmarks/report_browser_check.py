@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import random
 import re
 import shutil
@@ -133,6 +132,8 @@ def demo_report(directory: Path) -> str:
     from perfgate.baseline.refresh import refresh_baselines
     from perfgate.compare.baseline_source import from_database
     from perfgate.compare.gate import compare_runs
+    from perfgate.diagnose.session import diagnose_runs
+    from perfgate.documents.advice import ADVICE
     from perfgate.documents.verdict import verdict_document
     from perfgate.report.html_report import render_html
     from perfgate.report.page import build_page
@@ -175,11 +176,12 @@ def demo_report(directory: Path) -> str:
     verdict = verdict_document(
         compare_runs(head, from_database(url, directory, head, "main")), "exit4"
     )
-    advice = json.loads((H200 / "advice-inefficient.json").read_text(encoding="utf-8"))
+    advice = ADVICE.load(H200 / "advice-inefficient.json")
     page = build_page(
         [head],
         verdict=verdict,
         advice=advice,
+        diagnoses=diagnose_runs([head], advice),
         histories=histories,
         generated_at=GENERATED_AT,
         inputs=["head.json", "verdict.json", "advice-inefficient.json"],

@@ -51,6 +51,8 @@ from typing import Any
 
 from perfgate.compare.baseline_source import from_result
 from perfgate.compare.gate import compare_runs
+from perfgate.diagnose.session import diagnose_runs
+from perfgate.documents.advice import ADVICE, AdviceReport
 from perfgate.documents.history import HistoryRun, WorkloadHistory
 from perfgate.documents.verdict import verdict_document
 from perfgate.report import charts
@@ -92,7 +94,7 @@ class ReportInputs:
 
     results: list[RunResult]
     verdict: dict[str, Any]
-    advice: dict[str, Any]
+    advice: AdviceReport
     histories: dict[str, WorkloadHistory]
 
 
@@ -181,12 +183,12 @@ def clone_run(
     )
 
 
-def advice_document() -> dict[str, Any]:
+def advice_document() -> AdviceReport:
     """The H200's advice for gpt and resnet, given to the clones in ``ADVISED``."""
     source = json.loads((H200 / "advice-inefficient.json").read_text(encoding="utf-8"))
     by_name = {w["name"]: w for w in source["workloads"]}
     workloads = [{**by_name[original], "name": clone} for clone, original in ADVISED.items()]
-    return {**source, "workloads": workloads}
+    return ADVICE.read({**source, "workloads": workloads}, "advice-inefficient.json")
 
 
 def _commit(rng: random.Random) -> str:
@@ -289,11 +291,13 @@ def build_inputs(seed: int = 0) -> ReportInputs:
 
 def render(inputs: ReportInputs, workers: int | None = None) -> str:
     """``build_page`` + ``render_html``: what is timed (charts drawn by ``workers`` processes,
-    default one per available core, as ``perfgate report`` does)."""
+    default one per available core, as ``perfgate report`` does), with the diagnoses the page
+    shows (``perfgate report`` classifies them before building the page)."""
     page = build_page(
         inputs.results,
         verdict=inputs.verdict,
         advice=inputs.advice,
+        diagnoses=diagnose_runs(inputs.results, inputs.advice),
         histories=inputs.histories,
         history_note="",
         generated_at=GENERATED_AT,

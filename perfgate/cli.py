@@ -103,6 +103,7 @@ def run(
         nproc_per_node=nproc_per_node,
     )
     outcome = guarded(lambda: _measure(config, selection, device, out, not no_store, trigger))
+    from perfgate.diagnose.session import diagnose_result
     from perfgate.report.run_summary import (
         diagnosis_lines,
         distributed_lines,
@@ -115,7 +116,7 @@ def run(
     lines = [
         *distributed_lines(outcome.result),
         *mfu_notes(outcome.result),
-        *diagnosis_lines(outcome.result),
+        *diagnosis_lines(diagnose_result(outcome.result)),
     ]
     for note in lines:
         say(note)
@@ -139,9 +140,10 @@ def _print_advice(config_path: Path | None, selection: Selection, outcome: RunOu
     Profiling happens after the timed repeats, in its own worker process per workload, so it
     never touches the measured steps; the advice is written to ``<result>.advice.json``.
     """
-    from perfgate.advise.session import advice_document, advise_workloads
+    from perfgate.advise.session import advice_report, advise_workloads
     from perfgate.cli_advise import advice_table
     from perfgate.cli_rules import rule_folders
+    from perfgate.documents.advice import ADVICE
     from perfgate.files import write_json_atomic
 
     def action() -> Path:
@@ -156,7 +158,7 @@ def _print_advice(config_path: Path | None, selection: Selection, outcome: RunOu
         for result in results:
             console.print(advice_table(result))
         path = outcome.path.with_name(outcome.path.stem + ".advice.json")
-        write_json_atomic(path, advice_document(results, outcome.result.device))
+        write_json_atomic(path, ADVICE.dump(advice_report(results, outcome.result.device)))
         return path
 
     say(f"advice: {guarded(action)}")

@@ -11,7 +11,7 @@ from rich.table import Table
 from perfgate.report.terminal import PlainTable
 
 if TYPE_CHECKING:
-    from perfgate.advise.session import WorkloadAdvice
+    from perfgate.documents.advice import WorkloadAdvice
 
 
 def advise_command(
@@ -51,9 +51,10 @@ def advise_command(
     )
 
     def action() -> tuple[list[WorkloadAdvice], str]:
-        from perfgate.advise.session import advice_document, advise_workloads
+        from perfgate.advise.session import advice_report, advise_workloads
         from perfgate.cli_rules import rule_folders
         from perfgate.config import load_config
+        from perfgate.documents.advice import ADVICE
         from perfgate.files import check_writable, write_json_atomic
         from perfgate.run import resolve_device
 
@@ -75,7 +76,8 @@ def advise_command(
             only_rules=rule,
         )
         if json_out is not None:
-            write_json_atomic(json_out, advice_document(results, chosen), option="--json")
+            document = ADVICE.dump(advice_report(results, chosen))
+            write_json_atomic(json_out, document, option="--json")
         return results, chosen
 
     results, _ = guarded(action)

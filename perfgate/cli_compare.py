@@ -93,7 +93,7 @@ def compare(
         settings = load_config(config)
         if inconclusive is not None:
             session.policy_from(inconclusive)
-        advice_lines = outputs.advice_lines(advice)  # a bad file fails before anything runs
+        advised = outputs.read_advice(advice)  # a bad file fails before anything runs
         choice = session.BaselineChoice(
             document=baseline,
             directory=baseline_dir,
@@ -157,13 +157,15 @@ def compare(
             policy,
             json_out,
             markdown,
-            advice_lines,
+            outputs.advice_lines(advised),
             report_url or outputs.local_link(html),
         )
         if html is not None:
             database = (judgement.database_url, judgement.database_root)
             written.append(
-                outputs.write_html(html, verdict, policy, judgement.head, advice, branch, database)
+                outputs.write_html(
+                    html, verdict, policy, judgement.head, advised, branch, database, advice
+                )
             )
         return verdict_table(verdict), int(verdict.exit_code(policy)), written
 

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from perfgate.config import Config
-    from perfgate.diagnose.session import WorkloadDiagnosis
+    from perfgate.documents.diagnosis import WorkloadDiagnosis
     from perfgate.runner.plan import Selection
 
 
@@ -73,10 +73,11 @@ def diagnose_command(
     for path, items in diagnosed:
         console.print(diagnosis_table(path, items))
     if json_out is not None:
-        from perfgate.diagnose.session import diagnosis_document
+        from perfgate.diagnose.session import diagnosis_report
+        from perfgate.documents.diagnosis import DIAGNOSIS
         from perfgate.files import write_json_atomic
 
-        documents = [diagnosis_document(items, path) for path, items in diagnosed]
+        documents = [DIAGNOSIS.dump(diagnosis_report(items, path)) for path, items in diagnosed]
         document = documents[0] if len(documents) == 1 else documents
         guarded(lambda: write_json_atomic(json_out, document, option="--json"))
         say(f"diagnosis: {json_out}")

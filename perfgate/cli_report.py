@@ -27,10 +27,11 @@ def report_command(
 
     def action() -> tuple[Path, str]:
         from perfgate.config import load_config
+        from perfgate.diagnose.session import diagnose_runs
         from perfgate.documents.history import WorkloadHistory
         from perfgate.documents.verdict import VERDICT
         from perfgate.files import check_output_path
-        from perfgate.report.documents import advice_beside
+        from perfgate.report.documents import advice_beside, read_advice
         from perfgate.report.html_report import write_report
         from perfgate.result import load_result
         from perfgate.run import utc_now
@@ -49,15 +50,18 @@ def report_command(
             url, root = settings.database_url, settings.root
             histories, note = stored_histories(url, root, heads, branch, history_runs)
         beside = [found for path in results if (found := advice_beside(path)) is not None]
+        advice_paths = [*advice, *beside]
+        advised = read_advice(advice_paths)
         written = write_report(
             out,
             heads,
             verdict=verdict_doc,
-            advice_paths=[*advice, *beside],
+            advice=advised,
+            diagnoses=diagnose_runs(heads, advised),
             histories=histories,
             history_note=note,
             generated_at=utc_now(),
-            inputs=[str(p) for p in (*results, *([verdict] if verdict else []))],
+            inputs=[str(p) for p in (*results, *([verdict] if verdict else []), *advice_paths)],
         )
         return written, note
 

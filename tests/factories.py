@@ -8,8 +8,10 @@ format's reader and checks it comes back equal: the schema round trip of every f
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
+from perfgate.documents.advice import Advice, AdviceReport, Verification, WorkloadAdvice
 from perfgate.documents.calibration import Calibration, CalibrationReport
 from perfgate.documents.ceilings import (
     CeilingsEntry,
@@ -18,6 +20,7 @@ from perfgate.documents.ceilings import (
     CeilingValues,
     RateSamples,
 )
+from perfgate.documents.diagnosis import Diagnosis, DiagnosisReport, WorkloadDiagnosis
 from perfgate.documents.snapshot import BaselineSnapshot, MetricStatistics, SnapshotRun
 from perfgate.documents.verdict import (
     CompareVerdict,
@@ -348,3 +351,114 @@ def snapshot() -> BaselineSnapshot:
         },
         runs=[SnapshotRun(run_id=RUN_ID, commit="abc", started_at="2026-12-01", used=True)],
     )
+
+
+def diagnosis(**changes: Any) -> Diagnosis:
+    fields: dict[str, Any] = {
+        "bound": "compute",
+        "device": "cuda",
+        "confidence": "high",
+        "reason": "the GPU is busy 95% of the step, 80% of it in matmul kernels",
+        "evidence": {"gpu_busy": 0.95, "compute_kernel_share": 0.8, "mfu": 0.41},
+    }
+    return Diagnosis(**{**fields, **changes})
+
+
+def diagnosis_report() -> DiagnosisReport:
+    """A workload diagnosed with a profiled window, one from its timed run, one that failed."""
+    return DiagnosisReport(
+        result="results/head.json",
+        workloads=[
+            WorkloadDiagnosis(
+                name="gpt", preset="full", status="ok", diagnosis=diagnosis(), profiled=True
+            ),
+            WorkloadDiagnosis(
+                name="mlp",
+                preset="smoke",
+                status="ok",
+                diagnosis=diagnosis(bound="host", device="cpu", confidence="medium"),
+                profiled=False,
+            ),
+            WorkloadDiagnosis(
+                name="broken",
+                preset="smoke",
+                status="error",
+                diagnosis=None,
+                profiled=False,
+                error="ValueError: bad shape",
+            ),
+        ],
+    )
+
+
+def advice(rule_id: str = "optimizer-not-fused", **changes: Any) -> Advice:
+    """Verified advice with every field set (evidence of every value type)."""
+    fields: dict[str, Any] = {
+        "rule_id": rule_id,
+        "title": "The optimizer step is not fused",
+        "category": "optimizer",
+        "confidence": "high",
+        "saving": 0.1219,
+        "tier": "high",
+        "evidence": {
+            "optimizer_share": 0.14,
+            "optimizer_fused": False,
+            "param_count": 1_000_000,
+            "matmul_dtype": "bf16",
+        },
+        "fix": "Construct the optimizer with fused=True.",
+        "snippet": "optimizer = torch.optim.AdamW(params, fused=True)\n",
+        "references": ("https://pytorch.org/docs/stable/optim.html",),
+        "verify_knobs": {"optimizer": "fused", "batch_size": 32, "compile": True, "x": None},
+        "status": "verified",
+        "notes": ("estimated speed-up 0.9 is below 1: no saving expected",),
+    }
+    return Advice(**{**fields, **changes})
+
+
+def verification(rule_id: str = "optimizer-not-fused", **changes: Any) -> Verification:
+    """A measured verification with every field set."""
+    fields: dict[str, Any] = {
+        "rule_id": rule_id,
+        "workload": "gpt",
+        "knobs": {"optimizer": "fused", "batch_size": 32},
+        "outcome": "verified",
+        "reason": "13 % faster (interval 4 % to 18 %)",
+        "rounds": 6,
+        "speedup": 1.13,
+        "speedup_ci": (1.04, 1.18),
+        "p_value": 0.002,
+        "baseline_step_s": 0.0125,
+        "changed_step_s": 0.011,
+        "per_sample": True,
+        "loss_parity": True,
+    }
+    return Verification(**{**fields, **changes})
+
+
+def workload_advice(name: str = "gpt", **changes: Any) -> WorkloadAdvice:
+    """A profiled, diagnosed and verified workload's advice with every field set."""
+    fields: dict[str, Any] = {
+        "name": name,
+        "preset": "full",
+        "knobs": {"optimizer": "plain", "precision": "off", "batch_size": None},
+        "status": "ok",
+        "error": None,
+        "evidence": {"device": "cuda", "optimizer_share": 0.14, "optimizer_fused": False},
+        "advice": [advice(), advice("tf32-disabled", status="refuted", saving=0.01, tier="low")],
+        "verifications": [
+            verification(),
+            verification("tf32-disabled", outcome="refuted", speedup=0.99, loss_parity=None),
+        ],
+        "trace_path": Path("traces/gpt.trace.json"),
+        "diagnosis": diagnosis(),
+    }
+    return WorkloadAdvice(**{**fields, **changes})
+
+
+def advice_report() -> AdviceReport:
+    """Advice for a workload with everything set and for one whose profiling failed."""
+    failed = WorkloadAdvice(
+        name="broken", preset="smoke", knobs={}, status="error", error="ValueError: bad shape"
+    )
+    return AdviceReport(device="cuda", workloads=[workload_advice(), failed])

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from perfgate.cli import app
-from perfgate.compare import outputs
+from perfgate.compare import comment, outputs
+from perfgate.documents.advice import ADVICE, AdviceReport
 from perfgate.documents.verdict import (
     CompareVerdict,
     InconclusivePolicy,
@@ -571,8 +572,11 @@ def advice_item(
         "saving": saving,
         "tier": tier,
         "status": status,
+        "evidence": {},
         "fix": "",
         "snippet": "",
+        "references": [],
+        "verify_knobs": {},
         **extra,
     }
 
@@ -601,7 +605,19 @@ def advice_doc(*workloads: Any) -> dict[str, Any]:
 def advised(
     name: str, *advice: dict[str, Any], checks: tuple[Any, ...] = (), status: str = "ok"
 ) -> dict[str, Any]:
-    return {"name": name, "status": status, "advice": list(advice), "verifications": list(checks)}
+    return {
+        "name": name,
+        "preset": "full",
+        "knobs": {},
+        "status": status,
+        "advice": list(advice),
+        "verifications": list(checks),
+    }
+
+
+def read(document: dict[str, Any]) -> AdviceReport:
+    """The document as the comment's reader reads it (``ADVICE``: checked and typed)."""
+    return ADVICE.read(json.loads(json.dumps(document)), "advice.json")
 
 
 def ranking_doc() -> dict[str, Any]:
@@ -624,7 +640,7 @@ def ranking_doc() -> dict[str, Any]:
 
 
 def test_top_advice_ranks_by_saving_refuted_last_ties_by_workload_then_rule() -> None:
-    lines = top_advice(ranking_doc(), limit=10)
+    lines = top_advice(read(ranking_doc()), limit=10)
     assert [(line.workload, line.anchor) for line in lines] == [
         ("bert", "advice-bert-mid"),
         ("bert", "advice-bert-zeta"),
@@ -648,8 +664,8 @@ def test_top_advice_ranks_by_saving_refuted_last_ties_by_workload_then_rule() ->
         status="unverified",
         anchor="advice-bert-mid",
     )
-    assert top_advice(ranking_doc()) == lines[:3]
-    assert top_advice(ranking_doc(), limit=0) == []
+    assert top_advice(read(ranking_doc())) == lines[:3]
+    assert top_advice(read(ranking_doc()), limit=0) == []
 
 
 def test_top_advice_does_not_depend_on_document_order() -> None:
@@ -658,13 +674,12 @@ def test_top_advice_does_not_depend_on_document_order() -> None:
     for workload in shuffled["workloads"]:
         workload["advice"].reverse()
         workload["verifications"].reverse()
-    assert top_advice(shuffled, limit=10) == top_advice(document, limit=10)
-    assert top_advice(json.loads(json.dumps(document))) == top_advice(document)
+    assert top_advice(read(shuffled), limit=10) == top_advice(read(document), limit=10)
 
 
 def test_top_advice_of_a_real_advice_document() -> None:
     document = json.loads((DATA / "h200" / "advice-inefficient.json").read_text())
-    lines = top_advice(document)
+    lines = top_advice(read(document))
     assert [line.anchor for line in lines] == [
         "advice-gpt-optimizer-not-fused",
         "advice-gpt-bf16-autocast-missing",  # tied with tf32-disabled: rule id decides
@@ -679,22 +694,53 @@ def test_top_advice_of_a_real_advice_document() -> None:
 @pytest.mark.parametrize(
     ("document", "needle"),
     [
-        ({"schema": "perfgate.verdict", "workloads": []}, "schema 'perfgate.verdict'"),
-        ([], "schema None"),
-        (advice_doc() | {"workloads": {}}, "workloads is not a list"),
-        (advice_doc("gpt"), "workloads[0] is not an object"),
-        (advice_doc(advised("gpt", advice_item("a", "big"))), "advice[0].saving is not a number"),
-        (advice_doc(advised("gpt", advice_item("a", math.nan))), "saving is not a number"),
-        (advice_doc(advised("gpt", advice_item("a", 0.1, title=None))), "title is not text"),
-        (advice_doc(advised("gpt") | {"advice": "x"}), "workloads[0].advice is not a list"),
-        (advice_doc(advised("gpt", checks=(3,))), "workloads[0].verifications[0] is not an"),
-        (advice_doc(advised("gpt") | {"name": 7}), "workloads[0].name is not text"),
+        ({"schema": "perfgate.verdict", "workloads": []}, "schema: 'perfgate.verdict'"),
+        ([], "schema: 'list'"),
+        (advice_doc() | {"workloads": {}}, "at workloads: {} is not of type 'array'"),
+        (advice_doc("gpt"), "at workloads/0: 'gpt' is not of type 'object'"),
+        (
+            advice_doc(advised("gpt", advice_item("a", "big"))),
+            "at workloads/0/advice/0/saving: 'big' is not of type 'number'",
+        ),
+        (
+            advice_doc(advised("gpt", advice_item("a", math.nan))),
+            "workloads/0/advice/0/saving is nan, not a finite number",
+        ),
+        (
+            advice_doc(advised("gpt", advice_item("a", 0.1, title=None))),
+            "at workloads/0/advice/0/title: None is not of type 'string'",
+        ),
+        (
+            advice_doc(advised("gpt") | {"advice": "x"}),
+            "at workloads/0/advice: 'x' is not of type 'array'",
+        ),
+        (
+            advice_doc(advised("gpt", checks=(3,))),
+            "at workloads/0/verifications/0: 3 is not of type 'object'",
+        ),
+        (advice_doc(advised("gpt") | {"name": 7}), "at workloads/0/name: 7 is not of type"),
     ],
 )
-def test_a_malformed_advice_document_is_a_usage_error(document: Any, needle: str) -> None:
+def test_a_malformed_advice_document_is_a_usage_error(
+    document: Any, needle: str, tmp_path: Path
+) -> None:
+    """Every way an advice file can be wrong is one line naming the file, the place and the fix
+    (the comment job reads it through ``ADVICE``, never by hand)."""
+    path = tmp_path / "advice.json"
+    path.write_text(json.dumps(document, allow_nan=True))
     with pytest.raises(UsageError, match=re.escape(needle)) as caught:
-        top_advice(document)
-    assert caught.value.fix == "pass the file written by perfgate advise --json"
+        comment.advice_lines(path)
+    assert str(path) in caught.value.problem and "\n" not in caught.value.problem
+    assert caught.value.fix == ADVICE.fix
+    assert caught.value.fix.startswith("pass a file written by perfgate advise --json")
+
+
+def test_advice_of_a_newer_major_is_refused_with_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "advice.json"
+    path.write_text(json.dumps(advice_doc() | {"schema_version": 2}))
+    with pytest.raises(UsageError, match="written by a newer perfgate") as caught:
+        comment.advice_lines(path)
+    assert caught.value.fix == "upgrade perfgate to read it"
 
 
 def test_advice_anchor_is_a_safe_fragment_id() -> None:
@@ -894,15 +940,15 @@ def test_output_is_byte_identical_across_calls() -> None:
     def render() -> str:
         return verdict_markdown(
             huge_verdict(30),
-            advice=top_advice(ranking_doc()),
+            advice=top_advice(read(ranking_doc())),
             report_link="https://ci.example/r",
             max_chars=20_000,
         )
 
     first = render()
     assert render() == first and "Top advice" in first
-    unbounded = verdict_markdown(twelve_metrics(), advice=top_advice(ranking_doc()))
-    assert verdict_markdown(twelve_metrics(), advice=top_advice(ranking_doc())) == unbounded
+    unbounded = verdict_markdown(twelve_metrics(), advice=top_advice(read(ranking_doc())))
+    assert verdict_markdown(twelve_metrics(), advice=top_advice(read(ranking_doc()))) == unbounded
 
 
 # --- template -----------------------------------------------------------------------------------
@@ -951,7 +997,10 @@ def test_python_is_the_single_source_of_escaping() -> None:
         ("{not json", "is not valid JSON"),
         (b"\xff\xfe\x00", "is not valid JSON"),
         ('{"schema": "perfgate.verdict"}', "not a perfgate.advice document"),
-        (json.dumps(advice_doc(advised("gpt", advice_item("a", "big")))), "saving is not a number"),
+        (
+            json.dumps(advice_doc(advised("gpt", advice_item("a", "big")))),
+            "at workloads/0/advice/0/saving: 'big' is not of type 'number'",
+        ),
     ],
 )
 def test_compare_rejects_a_bad_advice_file_before_measuring(
@@ -978,8 +1027,9 @@ def test_compare_writes_the_advice_into_the_markdown_and_job_summary(
     path.write_text(json.dumps(ranking_doc()))
     summary, out = tmp_path / "summary.md", tmp_path / "comment.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    lines = outputs.advice_lines(path)
-    assert lines == top_advice(ranking_doc()) and outputs.advice_lines(None) == []
+    lines = outputs.advice_lines(outputs.read_advice(path))
+    assert lines == top_advice(read(ranking_doc())) and outputs.advice_lines(None) == []
+    assert outputs.read_advice(None) is None
     link = "perfgate-report.html (job artifact)"
     written = outputs.write_outputs(twelve_metrics(), "exit4", None, out, lines, link)
     assert written == [f"markdown: {out}", f"job summary: appended to {summary}"]

@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from collections.abc import Set as AbstractSet
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import factories
 import pytest
 from pydantic import TypeAdapter
 
+from perfgate.documents.advice import ADVICE
 from perfgate.documents.base import DocumentKind
 from perfgate.documents.calibration import CALIBRATION
 from perfgate.documents.ceilings import CEILINGS, CEILINGS_STORE
+from perfgate.documents.diagnosis import DIAGNOSIS
 from perfgate.documents.kinds import KINDS
 from perfgate.documents.snapshot import SNAPSHOT
 from perfgate.documents.verdict import ERROR, VERDICT
@@ -30,15 +33,28 @@ MAXIMAL: dict[str, Callable[[], Any]] = {
     CEILINGS.name: factories.ceilings_report,
     CEILINGS_STORE.name: factories.ceilings_store,
     SNAPSHOT.name: factories.snapshot,
+    ADVICE.name: factories.advice_report,
+    DIAGNOSIS.name: factories.diagnosis_report,
 }
 """A maximal document of every format (every optional field set)."""
 
-DERIVED = {RESULT.name: {"status"}, VERDICT.name: {"exit_code"}}
-"""Properties a format writes that are computed from the model's fields, not fields of it."""
+DERIVED = {
+    RESULT.name: {"status"},
+    VERDICT.name: {"exit_code"},
+    DIAGNOSIS.name: {"workloads[].diagnosis.label"},
+}
+"""Properties a format writes that are computed from the model's fields, not fields of it
+(by their path in the document: ``a.b`` a property of an object, ``a[]`` an item of a list)."""
 
 
 def test_every_format_has_a_maximal_document() -> None:
     assert sorted(MAXIMAL) == sorted(kind.name for kind in KINDS)
+
+
+def test_every_format_ships_its_schema_and_every_shipped_schema_is_a_format() -> None:
+    shipped = resources.files("perfgate").joinpath("schema")
+    names = sorted(p.name for p in shipped.iterdir() if p.name.endswith(".json"))
+    assert names == sorted(kind.schema_file for kind in KINDS)
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.name)
@@ -60,8 +76,9 @@ def test_the_shipped_schema_describes_the_model(kind: DocumentKind[Any]) -> None
     added must not be required, or an older document would be refused.)"""
     generated = TypeAdapter(kind.model).json_schema(mode="validation")
     shipped = kind.json_schema()
-    header = {"schema", "schema_version", "schema_minor"} | DERIVED.get(kind.name, set())
-    problems = _differences(shipped, shipped, generated, generated, kind.name, header)
+    header = {"schema", "schema_version", "schema_minor"}
+    derived = DERIVED.get(kind.name, set()) | header
+    problems = _differences(shipped, shipped, generated, generated, kind.name, derived)
     assert problems == [], "\n".join(problems)
 
 
@@ -111,6 +128,33 @@ def test_a_major_without_a_migration_is_refused() -> None:
     ancient = {**CEILINGS_STORE.dump(factories.ceilings_store()), "schema_version": 0}
     with pytest.raises(UsageError, match="format 0, which this perfgate no longer reads"):
         CEILINGS_STORE.read(ancient, "ancient")
+
+
+def test_scalars_of_a_union_keep_their_json_type() -> None:
+    """Evidence and knob values are ``bool | int | float | str``: ``false`` stays a bool and
+    ``32`` an int when read (``False == 0.0`` in Python, so equality alone would not tell)."""
+    document = json.loads(json.dumps(ADVICE.dump(factories.advice_report())))
+    read = ADVICE.read(document, "advice")
+    pairs = zip(document["workloads"][0]["advice"], read.workloads[0].advice, strict=True)
+    for written, model in pairs:
+        for field in ("evidence", "verify_knobs"):
+            typed = {k: type(v) for k, v in getattr(model, field).items()}
+            assert typed == {k: type(v) for k, v in written[field].items()}
+
+
+def test_advice_written_before_the_header_had_a_minor_is_read() -> None:
+    """The H200's advice document of format 1.0: no ``schema_minor``, no diagnosis."""
+    old = json.loads(
+        (Path(__file__).parent / "data" / "h200" / "advice-inefficient.json").read_text()
+    )
+    report = ADVICE.read(old, "advice-inefficient.json")
+    gpt, resnet = report.workloads
+    assert (
+        (gpt.name, resnet.name) == ("gpt", "resnet")
+        and gpt.diagnosis is None
+        and gpt.advice[0].rule_id == "optimizer-not-fused"
+    )
+    assert gpt.advice[0].evidence["optimizer_fused"] is False
 
 
 def test_a_schema_violation_names_the_place() -> None:
@@ -172,14 +216,18 @@ def _differences(
     model: dict[str, Any],
     model_root: dict[str, Any],
     where: str,
-    extra: AbstractSet[str] = frozenset(),
+    derived: set[str],
+    path: str = "",
 ) -> list[str]:
+    """Where the two schemas disagree; ``derived``: the paths (``DERIVED``) of properties only
+    the shipped schema has; ``path``: where in the document ``shipped`` and ``model`` are."""
     problems: list[str] = []
     s_obj, m_obj = _object(shipped, shipped_root), _object(model, model_root)
     if (s_obj is None) != (m_obj is None):
         return [f"{where}: an object in one schema only"]
     if s_obj is not None and m_obj is not None:
-        s_props, m_props = set(s_obj["properties"]) - extra, set(m_obj["properties"])
+        here = {p.removeprefix(path).removeprefix(".") for p in derived if _below(p, path)}
+        s_props, m_props = set(s_obj["properties"]) - here, set(m_obj["properties"])
         if s_props != m_props:
             problems.append(
                 f"{where}: properties differ (schema only: {sorted(s_props - m_props)}, "
@@ -195,6 +243,8 @@ def _differences(
                 m_obj["properties"][name],
                 model_root,
                 f"{where}.{name}",
+                derived,
+                f"{path}.{name}" if path else name,
             )
         return problems
     s_types, m_types = _types(shipped, shipped_root), _types(model, model_root)
@@ -202,5 +252,15 @@ def _differences(
         problems.append(f"{where}: schema types {sorted(s_types)}, model types {sorted(m_types)}")
     s_items, m_items = _items(shipped, shipped_root), _items(model, model_root)
     if s_items is not None and m_items is not None:
-        problems += _differences(s_items, shipped_root, m_items, model_root, f"{where}[]")
+        problems += _differences(
+            s_items, shipped_root, m_items, model_root, f"{where}[]", derived, f"{path}[]"
+        )
     return problems
+
+
+def _below(derived: str, path: str) -> bool:
+    """``derived`` names a property of the object at ``path`` (not one deeper)."""
+    if not path:
+        return "." not in derived and "[" not in derived
+    rest = derived.removeprefix(path)
+    return rest != derived and rest.startswith(".") and "." not in rest[1:] and "[" not in rest

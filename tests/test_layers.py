@@ -89,6 +89,19 @@ def test_the_trace_layer_imports_nothing_above_it() -> None:
     assert upward == []
 
 
+def test_the_report_renders_what_it_is_given() -> None:
+    """The report (``perfgate.report``) turns documents into pages and text: it never runs the
+    classifier or the advisor itself; its callers pass the diagnoses and advice in."""
+    deciding = [
+        f"{module}:{line}: {text.strip()}"
+        for module, edges in _imports().items()
+        if module == "perfgate.report" or module.startswith("perfgate.report.")
+        for imported, line, text in edges
+        if imported.startswith(("perfgate.diagnose", "perfgate.advise"))
+    ]
+    assert deciding == []
+
+
 @pytest.mark.slow
 def test_no_cycle_among_advise_distributed_runner_and_trace() -> None:
     graph: defaultdict[str, set[str]] = defaultdict(set)

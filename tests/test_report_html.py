@@ -25,11 +25,13 @@ from fixture_types import CliRun
 from perfgate.baseline.refresh import refresh_baselines
 from perfgate.compare.baseline_source import from_result
 from perfgate.compare.gate import compare_runs
+from perfgate.diagnose.session import diagnose_runs
+from perfgate.documents.advice import ADVICE, AdviceReport, WorkloadAdvice
 from perfgate.documents.history import WorkloadHistory
 from perfgate.documents.verdict import verdict_document
 from perfgate.errors import UsageError
 from perfgate.report.chart_batch import PARALLEL_FROM
-from perfgate.report.documents import read_document
+from perfgate.report.documents import merged_advice, read_advice
 from perfgate.report.html_report import render_html
 from perfgate.report.page import anchor, build_page, signed_percent
 from perfgate.report.run_summary import format_seconds
@@ -260,14 +262,20 @@ def test_hostile_branch_knobs_notes_and_advice_stay_text() -> None:
     verdict["notes"] = ["[click](javascript:alert(1)) " + HOSTILE]
     advice = {
         "schema": "perfgate.advice",
+        "schema_version": 1,
+        "device": "cuda",
         "workloads": [
             {
                 "name": "gpt",
+                "preset": HOSTILE,
+                "knobs": {HOSTILE: HOSTILE},
                 "status": "ok",
                 "advice": [
                     {
                         "rule_id": "evil",
                         "title": HOSTILE,
+                        "category": HOSTILE,
+                        "confidence": "high",
                         "tier": "high",
                         "saving": 0.1,
                         "status": "verified",
@@ -275,13 +283,14 @@ def test_hostile_branch_knobs_notes_and_advice_stay_text() -> None:
                         "fix": '<a href="http://evil.example">x</a>',
                         "snippet": "print('</pre><script>alert(1)</script>')",
                         "references": ["javascript:alert(1)"],
+                        "verify_knobs": {},
                     }
                 ],
                 "verifications": [],
             }
         ],
     }
-    html = render([head], verdict=verdict, advice=advice)
+    html = render([head], verdict=verdict, advice=ADVICE.read(advice, "advice.json"))
     page = assert_self_contained_and_inert(html)
     text = page.joined()
     assert HOSTILE in text and "[click](javascript:alert(1))" in text
@@ -356,10 +365,39 @@ def test_history_is_capped_to_the_newest_runs(
 def test_documents_of_the_wrong_kind_are_refused_in_one_line(tmp_path: Path) -> None:
     wrong = tmp_path / "advice.json"
     wrong.write_text(json.dumps({"schema": "perfgate.result"}))
-    with pytest.raises(UsageError, match=r"is not a perfgate\.advice document"):
-        read_document(wrong, "perfgate.advice", "perfgate advise --json")
+    with pytest.raises(UsageError, match=r"is not a perfgate\.advice document") as caught:
+        read_advice([wrong])
+    assert caught.value.fix == ADVICE.fix
     with pytest.raises(UsageError, match="does not exist"):
-        read_document(tmp_path / "missing.json", "perfgate.verdict", "perfgate compare --json")
+        read_advice([tmp_path / "missing.json"])
+    assert read_advice([]) is None
+
+
+def test_advice_of_several_documents_is_merged_the_first_workload_winning() -> None:
+    def report(*names: str, preset: str) -> AdviceReport:
+        workloads = [WorkloadAdvice(name=n, preset=preset, knobs={}, status="ok") for n in names]
+        return AdviceReport(device="cpu", workloads=workloads)
+
+    merged = merged_advice([report("gpt", "mlp", preset="a"), report("mlp", "bert", preset="b")])
+    assert merged is not None
+    assert [(w.name, w.preset) for w in merged.workloads] == [
+        ("gpt", "a"),
+        ("mlp", "a"),
+        ("bert", "b"),
+    ]
+    assert merged_advice([]) is None
+
+
+def test_the_page_shows_the_diagnosis_it_is_given() -> None:
+    """The report runs no classifier: the bound shown is the one passed in, and without one
+    the page says nothing about it."""
+    head = h200_run()
+    diagnoses = diagnose_runs([head])
+    assert diagnoses  # the H200 run's workloads are diagnosed from their timed runs
+    found = next(iter(diagnoses.values()))
+    with_bound = Page(render([head], diagnoses=diagnoses)).joined()
+    assert f"{found.label} ({found.confidence} confidence): {found.reason}" in with_bound
+    assert "bound by" not in Page(render([head])).joined()
 
 
 @pytest.mark.slow

@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Literal
+from dataclasses import dataclass, replace
 
 from perfgate.advise.expr import Undefined, Value, evaluate
-from perfgate.advise.rules import Confidence, Formula, Rule
+from perfgate.advise.rules import Formula, Rule
+from perfgate.documents.advice import Advice, Status, Tier
 from perfgate.workloads.knobs import STANDARD_KNOBS
 from perfgate.workloads.protocol import KnobValue
-
-Tier = Literal["high", "medium", "low"]
-Status = Literal["unverified", "verified", "refuted", "unverifiable"]
 
 HIGH_TIER = 0.05
 """An estimated saving of at least 5 % of step time is high-impact advice."""
@@ -41,31 +38,6 @@ class AdviceContext:
     device: str | None = None
     compute_capability: float | None = None
     workload_kind: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Advice:
-    """One fired rule: what to do, what it should save, and the numbers behind the claim."""
-
-    rule_id: str
-    title: str
-    category: str
-    confidence: Confidence
-    saving: float
-    """Estimated saving as a fraction of step time."""
-    tier: Tier
-    evidence: Mapping[str, Value]
-    """Every evidence value the rule read: name → value."""
-    fix: str
-    snippet: str
-    references: tuple[str, ...]
-    verify_knobs: Mapping[str, KnobValue]
-    """Knob values (formulas already computed) whose A/B run verifies the advice; empty:
-    unverifiable."""
-    status: Status = "unverified"
-    """Set by the verification step; refuted advice ranks after the rest."""
-    notes: tuple[str, ...] = field(default=())
-    """Caveats worth showing (a knob that could not be computed, a speed-up below 1)."""
 
 
 @dataclass(frozen=True)

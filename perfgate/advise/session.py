@@ -6,45 +6,24 @@ steps, and from the rule engine so that stays a pure function of evidence.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from perfgate.advise.catalogue import Evidence
 from perfgate.advise.evidence import profile_workloads
-from perfgate.advise.ranking import Advice, AdviceContext, advise
+from perfgate.advise.ranking import AdviceContext, advise
 from perfgate.advise.rules import Rule, load_rules
 from perfgate.advise.verify import Verification, WorkloadUnderTest, verify_advice
 from perfgate.config import Config
-from perfgate.diagnose.classify import ADVICE_CATEGORIES, Diagnosis, classify
+from perfgate.diagnose.classify import ADVICE_CATEGORIES, classify
 from perfgate.diagnose.signals import evidence_signals
-from perfgate.documents.base import json_ready
+from perfgate.documents.advice import AdviceReport, WorkloadAdvice
 from perfgate.errors import UsageError
 from perfgate.run import prepare, resolve_device
 from perfgate.runner.interleave import InterleaveObserver
 from perfgate.runner.plan import Selection
 from perfgate.telemetry.fingerprint import collect_fingerprint
-
-ADVICE_SCHEMA = "perfgate.advice"
-ADVICE_VERSION = 1
-
-
-@dataclass(frozen=True, kw_only=True)
-class WorkloadAdvice:
-    """One workload: its evidence, ranked advice and (with --verify) the measurements."""
-
-    name: str
-    preset: str
-    knobs: Mapping[str, Any]
-    status: str
-    error: str | None = None
-    evidence: Evidence = field(default_factory=dict)
-    advice: list[Advice] = field(default_factory=list)
-    verifications: list[Verification] = field(default_factory=list)
-    trace_path: Path | None = None
-    diagnosis: Diagnosis | None = None
-    """What bounds the workload in the profiled window; advice acting on it ranks first."""
 
 
 def advise_workloads(
@@ -129,11 +108,7 @@ def select_rules(rules: list[Rule], only: Sequence[str]) -> list[Rule]:
     return [rule for rule in rules if rule.id in only]
 
 
-def advice_document(results: list[WorkloadAdvice], device: str) -> dict[str, Any]:
-    """JSON-ready advice (``perfgate.advice`` v1), the input of the HTML report."""
-    return {
-        "schema": ADVICE_SCHEMA,
-        "schema_version": ADVICE_VERSION,
-        "device": device,
-        "workloads": [json_ready(asdict(result)) for result in results],
-    }
+def advice_report(results: list[WorkloadAdvice], device: str) -> AdviceReport:
+    """The advice of ``results`` as a ``perfgate.advice`` document's model (written through
+    :data:`perfgate.documents.advice.ADVICE`), the input of the HTML report and PR comment."""
+    return AdviceReport(device=device, workloads=list(results))

@@ -23,11 +23,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 from perfgate.advise.ranking import Advice, rank, with_status
 from perfgate.compare.gate import losses_match
 from perfgate.config import Config
+from perfgate.documents.advice import Outcome, Verification
 from perfgate.errors import UsageError
 from perfgate.metrics import metric_values
 from perfgate.result import WorkloadResult
@@ -41,36 +42,12 @@ VERIFY_THRESHOLD = 0.02
 """A fix must save more than 2 % of the step, beyond doubt, to count as verified: smaller
 gains are not worth a change, and on a noisy runner they cannot be told from nothing."""
 
-Outcome = Literal["verified", "refuted", "inconclusive", "unverifiable", "failed"]
 _OUTCOMES: dict[str, Outcome] = {
     "improvement": "verified",
     "no_change": "refuted",
     "regression": "refuted",
     "inconclusive": "inconclusive",
 }
-
-
-@dataclass(frozen=True, kw_only=True)
-class Verification:
-    """What re-running with the advice's knobs measured."""
-
-    rule_id: str
-    workload: str
-    knobs: Mapping[str, KnobValue]
-    outcome: Outcome
-    reason: str
-    rounds: int = 0
-    speedup: float | None = None
-    """Unchanged step time over changed step time (1.25 = 25 % faster); None if not measured."""
-    speedup_ci: tuple[float, float] | None = None
-    p_value: float | None = None
-    baseline_step_s: float | None = None
-    changed_step_s: float | None = None
-    per_sample: bool = False
-    """The change altered the samples per step, so the two step figures are seconds per
-    sample (and the speed-up is per sample), not seconds per step."""
-    loss_parity: bool | None = None
-    """Final losses within 1 % of each other; None when a side has no loss."""
 
 
 @dataclass(frozen=True, kw_only=True)

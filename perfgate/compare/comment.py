@@ -5,7 +5,8 @@ and must run none of it. Posting the ``comment.md`` the gate job wrote would let
 that controls that job post any text it likes, its own "pass" included. The comment job
 therefore renders the comment itself, with the base branch's perfgate, from the typed fields of
 ``verdict.json`` (``perfgate.documents.verdict.VERDICT``) and, optionally, the
-top advice of ``advice.json``: every string goes through the renderer's escaping, and the
+top advice of ``advice.json`` (``perfgate.documents.advice.ADVICE``): every string goes
+through the renderer's escaping, and the
 headline, exit code and layout are the renderer's, not the document's.
 
 ``python -m perfgate.compare.comment VERDICT --out COMMENT [--advice ADVICE] [--report-url
@@ -22,6 +23,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from perfgate.documents.advice import ADVICE
 from perfgate.documents.verdict import ERROR, VERDICT
 from perfgate.errors import ExitCode, PerfgateError
 from perfgate.files import read_json, write_text_atomic
@@ -33,7 +35,6 @@ from perfgate.report.compare_markdown import (
 )
 
 VERDICT_FIX = "pass the verdict.json written by perfgate gate or perfgate compare --json"
-ADVICE_FIX = "pass a file written by perfgate advise --json (or perfgate gate's advice.json)"
 
 
 def render_comment(
@@ -59,11 +60,7 @@ def advice_lines(path: Path | None, label: str = "advice file") -> list[AdviceLi
     how the message names the file, e.g. the option that gave it)."""
     if path is None:
         return []
-    document = read_json(path, what=label, fix=ADVICE_FIX, path_fix=ADVICE_FIX)
-    try:
-        return top_advice(document)
-    except PerfgateError as exc:
-        raise type(exc)(f"{label} {path}: {exc.problem}", ADVICE_FIX) from None
+    return top_advice(ADVICE.load(path, label))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

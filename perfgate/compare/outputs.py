@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfgate.compare import comment
+from perfgate.diagnose.session import diagnose_runs
+from perfgate.documents.advice import ADVICE, AdviceReport
 from perfgate.documents.verdict import CompareVerdict, InconclusivePolicy, verdict_document
 from perfgate.errors import PerfgateError
 from perfgate.files import write_json_atomic
@@ -17,6 +18,7 @@ from perfgate.report.compare_markdown import (
     AdviceLine,
     append_step_summary,
     error_markdown,
+    top_advice,
     verdict_markdown,
     write_markdown,
 )
@@ -60,9 +62,15 @@ def write_error_comment(error: PerfgateError, markdown_out: Path | None) -> None
     append_step_summary(text)
 
 
-def advice_lines(path: Path | None) -> list[AdviceLine]:
-    """The top advice of a ``perfgate advise --json`` file; a bad file is a usage error."""
-    return comment.advice_lines(path, "--advice file")
+def read_advice(path: Path | None) -> AdviceReport | None:
+    """The ``--advice`` document (``perfgate advise --json``), None without one; a bad file is
+    a usage error naming it."""
+    return ADVICE.load(path, "--advice file") if path is not None else None
+
+
+def advice_lines(advice: AdviceReport | None) -> list[AdviceLine]:
+    """The top advice the comment and job summary show (none without advice)."""
+    return top_advice(advice) if advice is not None else []
 
 
 def write_html(
@@ -70,12 +78,14 @@ def write_html(
     verdict: CompareVerdict,
     policy: InconclusivePolicy,
     head: RunResult,
-    advice: Path | None,
+    advice: AdviceReport | None,
     branch: str,
     database: tuple[str, Path],
+    advice_path: Path | None = None,
 ) -> str:
     """The HTML report of this comparison, with the baseline branch's stored history from
-    ``database`` (URL and the root relative SQLite paths start from)."""
+    ``database`` (URL and the root relative SQLite paths start from); ``advice_path``: where
+    ``advice`` was read from or written to, listed among the report's inputs."""
     from perfgate.store.report_history import stored_histories  # lazy: the database stack
 
     histories, note = stored_histories(database[0], database[1], [head], branch, 100)
@@ -83,11 +93,12 @@ def write_html(
         out,
         [head],
         verdict=verdict_document(verdict, policy),
-        advice_paths=[advice] if advice is not None else [],
+        advice=advice,
+        diagnoses=diagnose_runs([head], advice),
         histories=histories,
         history_note=note,
         generated_at=utc_now(),
-        inputs=[f"run {head.run_id}"],
+        inputs=[f"run {head.run_id}", *([str(advice_path)] if advice_path is not None else [])],
     )
     return f"report: {out.resolve()}"
 

@@ -1,8 +1,9 @@
 """What bounds a training step: GPU or CPU compute, GPU memory, the host, the input pipeline,
 storage or communication — decided from measured signals, with the numbers that decided it.
 
-Pure: :class:`Signals` in, :class:`Diagnosis` out. The checks run in a fixed order, each against
-a threshold written down here (and in the README's guide), and the first that holds wins:
+Pure: :class:`Signals` in, :class:`Diagnosis` (``perfgate.documents.diagnosis``) out. The checks
+run in a fixed order, each against a threshold written down here (and in the README's guide),
+and the first that holds wins:
 
 1. **communication** — exposed collective time (not overlapped by computation) is at least
    ``COMMUNICATION_SHARE`` of the step: the step waits on the network more than on anything
@@ -35,13 +36,9 @@ between host and compute).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
 
-Bound = Literal[
-    "compute", "memory", "host", "input-pipeline", "storage", "communication", "undetermined"
-]
-Confidence = Literal["high", "medium", "low"]
+from perfgate.documents.diagnosis import Bound, Confidence, Diagnosis
 
 COMMUNICATION_SHARE = 0.3
 """Exposed collectives at 30 % of the step outweigh any single compute category we see."""
@@ -66,18 +63,6 @@ HOST_FRACTION = 0.1
 """Under 10 % of the measured ceiling, the arithmetic is a sliver of the step."""
 STRONG = 1.5
 """A deciding value this many times its threshold gives high confidence."""
-
-_DEVICE_WORDS = {"cuda": "GPU", "cpu": "CPU"}
-_LABELS: dict[str, str] = {
-    "compute": "{device} compute-bound",
-    "memory": "GPU memory-bound",
-    "host": "host-bound",
-    "input-pipeline": "input-pipeline-bound",
-    "storage": "storage-bound",
-    "communication": "communication-bound",
-    "undetermined": "undetermined",
-}
-
 
 ADVICE_CATEGORIES: dict[str, frozenset[str]] = {
     "communication": frozenset({"distributed"}),
@@ -119,24 +104,6 @@ class Signals:
     """Matmul, convolution and attention kernels' share of the step (trace)."""
     memory_kernel_share: float | None = None
     """Elementwise, copy, layout-conversion and host-to-device kernels' share (trace)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Diagnosis:
-    """What bounds the workload, how sure, and the values that decided it."""
-
-    bound: Bound
-    device: str
-    confidence: Confidence
-    reason: str
-    """One sentence with the deciding numbers and thresholds."""
-    evidence: dict[str, float] = field(default_factory=dict)
-    """The signals the decision read, by name."""
-
-    @property
-    def label(self) -> str:
-        """``GPU compute-bound``, ``input-pipeline-bound``, … for people."""
-        return _LABELS[self.bound].format(device=_DEVICE_WORDS.get(self.device, self.device))
 
 
 def classify(signals: Signals) -> Diagnosis:

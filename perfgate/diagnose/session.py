@@ -7,32 +7,15 @@ HTML report and the advisor's ranking use the very same diagnosis.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from perfgate.diagnose.classify import Diagnosis, classify
+from perfgate.diagnose.classify import classify
 from perfgate.diagnose.signals import combined, evidence_signals, run_signals
-from perfgate.documents.base import json_ready
+from perfgate.documents.advice import AdviceReport
+from perfgate.documents.diagnosis import Diagnosis, DiagnosisReport, WorkloadDiagnosis
 from perfgate.result import RunResult, WorkloadResult
-
-DIAGNOSIS_SCHEMA = "perfgate.diagnosis"
-DIAGNOSIS_VERSION = 1
-
-
-@dataclass(frozen=True, kw_only=True)
-class WorkloadDiagnosis:
-    """One workload's diagnosis, with where its signals came from."""
-
-    name: str
-    preset: str
-    status: str
-    diagnosis: Diagnosis | None
-    """None when the workload did not run (its error says why)."""
-    profiled: bool
-    """A profiler window contributed the GPU timeline and kernel mix."""
-    error: str | None = None
 
 
 def diagnose_workload(
@@ -72,17 +55,21 @@ def diagnose_result(
     ]
 
 
-def diagnosis_document(results: list[WorkloadDiagnosis], source: Path | None) -> dict[str, Any]:
-    """JSON-ready diagnoses (``perfgate.diagnosis`` v1), with each label spelled out."""
-    workloads = []
-    for item in results:
-        entry = json_ready(asdict(item))
-        if item.diagnosis is not None:
-            entry["diagnosis"]["label"] = item.diagnosis.label
-        workloads.append(entry)
+def diagnose_runs(
+    results: Sequence[RunResult], advice: AdviceReport | None = None
+) -> dict[str, Diagnosis]:
+    """What bounds each workload that ran in ``results`` (shards of one run), by name, for the
+    HTML report: from its timed run and, where ``advice`` profiled it, the profiled window."""
+    evidence = {w.name: w.evidence for w in advice.workloads} if advice is not None else {}
     return {
-        "schema": DIAGNOSIS_SCHEMA,
-        "schema_version": DIAGNOSIS_VERSION,
-        "result": str(source) if source else None,
-        "workloads": workloads,
+        item.name: item.diagnosis
+        for result in results
+        for item in diagnose_result(result, evidence)
+        if item.diagnosis is not None
     }
+
+
+def diagnosis_report(results: list[WorkloadDiagnosis], source: Path | None) -> DiagnosisReport:
+    """The diagnoses of the result document at ``source`` as a ``perfgate.diagnosis``
+    document's model (written through :data:`perfgate.documents.diagnosis.DIAGNOSIS`)."""
+    return DiagnosisReport(result=str(source) if source else None, workloads=list(results))

@@ -224,11 +224,17 @@ def _value(hint: Any, value: Any, infinite: bool) -> Any:
         return {k: _value(args[1], v, infinite) for k, v in value.items()}
     if hint is float and isinstance(value, int):
         return float(value)
+    if hint is Path:
+        return Path(value)
     return value
 
 
 def _first_fit(options: Sequence[Any], value: Any, infinite: bool) -> Any:
-    """A union of several types: the first dataclass whose fields the value has, else as is."""
+    """A union of several types: a scalar of one of them as it is (``True`` stays a bool and
+    ``3`` an int where ``bool | int | float`` is due); else the first dataclass whose fields the
+    value has; else as is."""
+    if any(type(value) is option for option in options):
+        return value
     for option in options:
         if (
             dataclasses.is_dataclass(option)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from perfgate.documents.advice import ADVICE
 from perfgate.documents.base import DocumentKind
 from perfgate.documents.calibration import CALIBRATION
 from perfgate.documents.ceilings import CEILINGS, CEILINGS_STORE
+from perfgate.documents.diagnosis import DIAGNOSIS
 from perfgate.documents.snapshot import SNAPSHOT
 from perfgate.documents.verdict import ERROR, VERDICT
 from perfgate.result import RESULT
@@ -20,4 +22,6 @@ KINDS: tuple[DocumentKind[Any], ...] = (
     CEILINGS,
     CEILINGS_STORE,
     SNAPSHOT,
+    ADVICE,
+    DIAGNOSIS,
 )

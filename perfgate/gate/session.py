@@ -31,15 +31,18 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from perfgate import __version__
 from perfgate._rules_path import builtin_rules_folder
-from perfgate.advise.session import advice_document, advise_workloads
+from perfgate.advise.session import advice_report, advise_workloads
 from perfgate.ceilings.store import lookup_ceilings
-from perfgate.compare.comment import advice_lines
 from perfgate.compare.membership import GatedWorkload, base_plan
-from perfgate.compare.outputs import write_error_comment, write_html, write_outputs
+from perfgate.compare.outputs import (
+    advice_lines,
+    write_error_comment,
+    write_html,
+    write_outputs,
+)
 from perfgate.compare.sequential import ab_budget
 from perfgate.compare.session import (
     ABLimits,
@@ -51,6 +54,7 @@ from perfgate.compare.session import (
 from perfgate.compare.trusted import TrustedInputs, head_view, trusted_from
 from perfgate.compare.worktrees import checked_out, repository_root
 from perfgate.config import Config, load_config
+from perfgate.documents.advice import ADVICE, AdviceReport
 from perfgate.documents.verdict import ERROR, ErrorDocument
 from perfgate.errors import ExitCode, PerfgateError, UsageError
 from perfgate.files import write_json_atomic, write_text_atomic
@@ -287,7 +291,7 @@ def _measure_head(
 
 def _advise(
     trusted: TrustedInputs, head: RunResult, device: str
-) -> tuple[dict[str, Any] | None, str | None]:
+) -> tuple[AdviceReport | None, str | None]:
     """The head's advice (the base's rules), or None and why: it never decides the verdict."""
     config = head_view(trusted)
     entries = [f"{w.name}@{w.preset}" for w in head.workloads if w.status == "ok"]
@@ -307,13 +311,13 @@ def _advise(
             None,
             f"advice could not be collected ({exc.one_line()}); the verdict does not use it",
         )
-    return advice_document(results, device), None
+    return advice_report(results, device), None
 
 
 def _write(
     request: GateRequest,
     judgement: Judgement,
-    advice: dict[str, Any] | None,
+    advice: AdviceReport | None,
     notes: list[str],
 ) -> GateOutcome:
     """Every output, once, atomically, after the last worker is gone."""
@@ -328,9 +332,9 @@ def _write(
     advice_path = None
     if advice is not None:
         advice_path = out / "advice.json"
-        write_json_atomic(advice_path, advice)
+        write_json_atomic(advice_path, ADVICE.dump(advice))
         written.append(advice_path)
-    lines = advice_lines(advice_path)
+    lines = advice_lines(advice)
     link = request.report_url or "perfgate-report.html (job artifact)"
     write_outputs(verdict, policy, out / "verdict.json", out / "comment.md", lines, link)
     write_html(
@@ -338,9 +342,10 @@ def _write(
         verdict,
         policy,
         judgement.head,
-        advice_path,
+        advice,
         request.branch,
         (judgement.database_url, judgement.database_root),
+        advice_path,
     )
     written += [out / "verdict.json", out / "comment.md", out / "perfgate-report.html"]
     compare_code = int(verdict.exit_code(policy))

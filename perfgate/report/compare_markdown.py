@@ -24,7 +24,8 @@ autoescaping and never receives an unescaped user string), builds the rows, and 
 bound by rendering a prefix of the rows.
 
 Optionally the comment lists the top pieces of advice of a ``perfgate advise --json`` document
-(:func:`top_advice`), each linking to its section of the HTML report when the report is online.
+(:func:`top_advice`, read through ``perfgate.documents.advice.ADVICE``), each linking to its
+section of the HTML report when the report is online.
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ from dataclasses import dataclass
 from functools import cache, partial
 from itertools import accumulate
 from pathlib import Path
-from typing import Any, NoReturn, TypeAlias, TypeGuard
+from typing import TypeAlias
 from urllib.parse import quote, urlsplit
 
 import jinja2
 
+from perfgate.documents.advice import AdviceReport, Verification
 from perfgate.documents.verdict import (
     CompareVerdict,
     InconclusivePolicy,
@@ -80,8 +82,6 @@ ERROR_TEMPLATE = "pr_error.md.j2"
 ADVICE_LIMIT = 3
 """How many pieces of advice the comment shows by default (:func:`top_advice`)."""
 
-_ADVICE_SCHEMA = "perfgate.advice"  # perfgate.advise.session.ADVICE_SCHEMA, without its imports
-_ADVICE_FIX = "pass the file written by perfgate advise --json"
 _URL_SAFE = "/:?#=&%+,;@!$~.-_"
 _BLOCKS = (
     "notes",
@@ -161,47 +161,33 @@ def advice_anchor(workload: str, rule_id: str) -> str:
     return anchor("advice", workload, rule_id)
 
 
-def top_advice(document: Mapping[str, Any], limit: int = ADVICE_LIMIT) -> list[AdviceLine]:
-    """The ``limit`` most valuable pieces of advice of a ``perfgate.advice`` document.
+def top_advice(advice: AdviceReport, limit: int = ADVICE_LIMIT) -> list[AdviceLine]:
+    """The ``limit`` most valuable pieces of advice of a ``perfgate.advice`` document (read and
+    validated by its kind, ``perfgate.documents.advice.ADVICE``).
 
     All advice of every workload that profiled (status ``ok``) is ranked by estimated saving,
     largest first, refuted advice last, ties by workload name then rule id, so the same document
     always gives the same lines. A verification of the advice sets its status (``inconclusive``
     and ``failed`` included) and, when it measured a speed-up with an interval, ``measured``.
-    A document that is not ``perfgate.advice`` is a :class:`UsageError` naming what is wrong.
     """
-    if not isinstance(document, Mapping) or document.get("schema") != _ADVICE_SCHEMA:
-        found = document.get("schema") if isinstance(document, Mapping) else None
-        raise UsageError(f"not a {_ADVICE_SCHEMA} document (schema {found!r})", _ADVICE_FIX)
     ranked: list[tuple[tuple[bool, float, str, str], AdviceLine]] = []
-    for i, workload in enumerate(_field(document, "workloads", list, "")):
-        where = f"workloads[{i}]"
-        if not isinstance(workload, Mapping):
-            _malformed(f"{where} is not an object")
-        if workload.get("status") != "ok":
+    for workload in advice.workloads:
+        if workload.status != "ok":
             continue
-        name = _field(workload, "name", str, where)
-        checks = {
-            _field(check, "rule_id", str, f"{where}.verifications[{j}]"): check
-            for j, check in enumerate(_objects(workload, "verifications", where))
-        }
-        for j, item in enumerate(_objects(workload, "advice", where)):
-            at = f"{where}.advice[{j}]"
-            rule_id = _field(item, "rule_id", str, at)
-            saving = _field(item, "saving", float, at)
-            status = _field(item, "status", str, at)
-            verification = checks.get(rule_id)
-            outcome = verification.get("outcome") if verification is not None else None
+        name = workload.name
+        checks = {check.rule_id: check for check in workload.verifications}
+        for item in workload.advice:
+            verification = checks.get(item.rule_id)
             line = AdviceLine(
                 workload=name,
-                title=_field(item, "title", str, at),
-                tier=_field(item, "tier", str, at),
-                saving=saving,
-                status=outcome if isinstance(outcome, str) and outcome else status,
+                title=item.title,
+                tier=item.tier,
+                saving=item.saving,
+                status=verification.outcome if verification is not None else item.status,
                 measured=_measured(verification) if verification is not None else None,
-                anchor=advice_anchor(name, rule_id),
+                anchor=advice_anchor(name, item.rule_id),
             )
-            ranked.append(((line.status == "refuted", -saving, name, rule_id), line))
+            ranked.append(((line.status == "refuted", -item.saving, name, item.rule_id), line))
     ranked.sort(key=lambda pair: pair[0])
     return [line for _, line in ranked[: max(limit, 0)]]
 
@@ -650,40 +636,11 @@ def _report(link: str | None) -> tuple[str | None, str | None]:
     return None, escape_text(link)
 
 
-def _field(data: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
-    """``data[key]`` when it is a ``kind`` (a finite number for ``float``); else a usage error."""
-    value = data.get(key)
-    if kind is float and _is_number(value):
-        return float(value)
-    if kind is not float and isinstance(value, kind):
-        return value
-    noun = {float: "a number", str: "text", list: "a list"}.get(kind, kind.__name__)
-    _malformed(f"{where}.{key} is not {noun}" if where else f"{key} is not {noun}")
-
-
-def _objects(data: Mapping[str, Any], key: str, where: str) -> list[Mapping[str, Any]]:
-    """``data[key]`` as a list of objects (missing or null: none); else a usage error."""
-    items = data.get(key) or []
-    if not isinstance(items, list):
-        _malformed(f"{where}.{key} is not a list")
-    for j, item in enumerate(items):
-        if not isinstance(item, Mapping):
-            _malformed(f"{where}.{key}[{j}] is not an object")
-    return items
-
-
-def _malformed(problem: str) -> NoReturn:
-    raise UsageError(f"not a valid {_ADVICE_SCHEMA} document: {problem}", _ADVICE_FIX)
-
-
-def _measured(check: Mapping[str, Any]) -> str | None:
+def _measured(check: Verification) -> str | None:
     """``1.13× (1.04–1.18)`` from a verification with a speed-up and its interval, else None."""
-    speedup, interval = check.get("speedup"), check.get("speedup_ci")
-    numbers = [speedup, *interval] if isinstance(interval, (list, tuple)) else []
-    if len(numbers) != 3 or not all(_is_number(n) for n in numbers):
+    if check.speedup is None or check.speedup_ci is None:
         return None
-    return f"{numbers[0]:.2f}× ({numbers[1]:.2f}–{numbers[2]:.2f})"
-
-
-def _is_number(value: object) -> TypeGuard[float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    numbers = (check.speedup, *check.speedup_ci)
+    if not all(math.isfinite(n) for n in numbers):
+        return None  # as written: JSON has no infinity, the document says null
+    return "{:.2f}× ({:.2f}–{:.2f})".format(*numbers)

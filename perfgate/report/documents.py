@@ -1,4 +1,5 @@
-"""Reading the JSON documents a report is made from: verdicts and advice.
+"""Reading the advice documents a report is made from (through their kind,
+:data:`perfgate.documents.advice.ADVICE`), and finding the one ``run --profile`` left.
 
 Light on purpose (no charts, no templates): ``perfgate compare --advice`` reads advice through
 here before it measures anything, so a wrong file fails in a second.
@@ -6,36 +7,30 @@ here before it measures anything, so a wrong file fails in a second.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from perfgate.errors import UsageError
-from perfgate.files import read_json
+from perfgate.documents.advice import ADVICE, AdviceReport, WorkloadAdvice
 
 
-def read_document(path: Path, schema: str, produced_by: str) -> dict[str, Any]:
-    """A JSON document whose ``schema`` field is ``schema``; a one-line usage error otherwise
-    (:func:`perfgate.files.read_json`: a folder, not UTF-8, not JSON, too deep, NaN, …)."""
-    fix = f"pass a file written by {produced_by}"
-    what = f"{schema.removeprefix('perfgate.')} file"
-    data = read_json(Path(path), what=what, fix=fix, path_fix=fix)
-    if not isinstance(data, dict) or data.get("schema") != schema:
-        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise UsageError(f"{path} is not a {schema} document (schema: {found!r})", fix)
-    return data
+def read_advice(paths: Sequence[Path]) -> AdviceReport | None:
+    """The advice documents at ``paths`` as one (:func:`merged_advice`); None when there are
+    none. Every way a file can be wrong is a one-line usage error naming it
+    (:meth:`perfgate.documents.base.DocumentKind.load`)."""
+    return merged_advice([ADVICE.load(Path(path)) for path in paths])
 
 
-def merged_advice(documents: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+def merged_advice(documents: Sequence[AdviceReport]) -> AdviceReport | None:
     """Several advice documents (one per result, or shards) as one; the first document that
     has a workload wins. None when there are none."""
     if not documents:
         return None
-    seen: dict[str, Any] = {}
+    seen: dict[str, WorkloadAdvice] = {}
     for document in documents:
-        for workload in document.get("workloads", []):
-            seen.setdefault(workload["name"], workload)
-    return {**documents[0], "workloads": list(seen.values())}
+        for workload in document.workloads:
+            seen.setdefault(workload.name, workload)
+    return replace(documents[0], workloads=list(seen.values()))
 
 
 def advice_beside(result_path: Path) -> Path | None:

@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from perfgate.documents.advice import AdviceReport
+from perfgate.documents.diagnosis import Diagnosis
 from perfgate.documents.history import WorkloadHistory
 from perfgate.files import write_text_atomic
-from perfgate.report.documents import merged_advice, read_document
 from perfgate.report.page import Page, build_page
 from perfgate.report.templating import environment
 from perfgate.result import RunResult
@@ -34,24 +35,25 @@ def write_report(
     heads: Sequence[RunResult],
     *,
     verdict: Mapping[str, Any] | None,
-    advice_paths: Sequence[Path],
+    advice: AdviceReport | None,
+    diagnoses: Mapping[str, Diagnosis],
     histories: Mapping[str, WorkloadHistory],
     history_note: str,
     generated_at: str,
     inputs: Sequence[str],
 ) -> Path:
-    """Read the advice, build and render the page, and write it atomically to ``out``."""
-    from perfgate.advise.session import ADVICE_SCHEMA
-
-    advice = [read_document(p, ADVICE_SCHEMA, "perfgate advise --json") for p in advice_paths]
+    """Build and render the page, and write it atomically to ``out``. ``diagnoses``: what
+    bounds each workload, by name (``perfgate.diagnose.session.diagnose_runs``); ``inputs``:
+    the documents it was made from, as the page lists them."""
     page = build_page(
         list(heads),
         verdict=verdict,
-        advice=merged_advice(advice),
+        advice=advice,
+        diagnoses=diagnoses,
         histories=histories,
         history_note=history_note,
         generated_at=generated_at,
-        inputs=[*inputs, *(str(p) for p in advice_paths)],
+        inputs=inputs,
     )
     write_text_atomic(out, render_html(page), option="--out")
     return out

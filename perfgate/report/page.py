@@ -1,5 +1,8 @@
 """The HTML report's content: result, verdict and advice documents turned into what a page shows.
 
+The page renders what it is given and decides nothing: what bounds each workload is diagnosed
+by the caller (``perfgate.diagnose.session.diagnose_runs``) and passed in.
+
 Everything here is data for ``templates/report.html.j2``: formatted strings for people and the
 exact numbers (``data-*`` attributes) for machines and tests, so that what the page says can be
 checked against the verdict document it came from. Strings from users, git and error messages are
@@ -17,7 +20,8 @@ from typing import Any
 
 from markupsafe import Markup
 
-from perfgate.diagnose.session import diagnose_workload
+from perfgate.documents.advice import Advice, AdviceReport, Verification, WorkloadAdvice
+from perfgate.documents.diagnosis import Diagnosis
 from perfgate.documents.history import WorkloadHistory
 from perfgate.errors import last_line
 from perfgate.report import charts
@@ -147,7 +151,8 @@ def build_page(
     results: Sequence[RunResult],
     *,
     verdict: Mapping[str, Any] | None = None,
-    advice: Mapping[str, Any] | None = None,
+    advice: AdviceReport | None = None,
+    diagnoses: Mapping[str, Diagnosis] | None = None,
     histories: Mapping[str, WorkloadHistory] | None = None,
     history_note: str = "",
     generated_at: str,
@@ -155,10 +160,11 @@ def build_page(
     title: str | None = None,
 ) -> Page:
     """The page for head ``results`` (several documents: shards of one run), with an optional
-    compare ``verdict`` document, ``advice`` document and stored ``histories``."""
+    compare ``verdict`` document, ``advice``, what bounds each workload (``diagnoses``, by
+    name) and stored ``histories``."""
     head = results[0]
     verdicts = {w["name"]: w for w in (verdict or {}).get("workloads", [])}
-    advised = {w["name"]: w for w in (advice or {}).get("workloads", [])}
+    advised = {w.name: w for w in advice.workloads} if advice is not None else {}
     workloads = [w for result in results for w in result.workloads]
     batch = ChartBatch()
     sections = [
@@ -166,10 +172,10 @@ def build_page(
             workload,
             verdicts.get(workload.name),
             advised.get(workload.name),
+            (diagnoses or {}).get(workload.name),
             (histories or {}).get(workload.name),
             history_note,
             run_id=_run_of(results, workload),
-            environment=_environment_of(results, workload),
             advice_given=advice is not None,
             batch=batch,
         )
@@ -275,12 +281,12 @@ def _failure_sentence(failed: list[WorkloadResult]) -> str:
 def _workload_section(
     workload: WorkloadResult,
     verdict: Mapping[str, Any] | None,
-    advice: Mapping[str, Any] | None,
+    advice: WorkloadAdvice | None,
+    diagnosis: Diagnosis | None,
     history: WorkloadHistory | None,
     history_note: str,
     *,
     run_id: str,
-    environment: Mapping[str, Any],
     advice_given: bool,
     batch: ChartBatch,
 ) -> WorkloadSection:
@@ -298,7 +304,7 @@ def _workload_section(
         status=workload.status,
         verdict=worst,
         error=workload.error,
-        facts=[*_workload_facts(workload), *_diagnosis_facts(workload, environment, advice)],
+        facts=[*_workload_facts(workload), *_diagnosis_facts(diagnosis)],
         headline=_headline(workload),
         comparisons=comparisons,
         baseline_origin=(verdict or {}).get("baseline_origin"),
@@ -370,19 +376,11 @@ def _workload_facts(workload: WorkloadResult) -> list[tuple[str, str]]:
     return facts + distributed_facts(workload)
 
 
-def _diagnosis_facts(
-    workload: WorkloadResult, environment: Mapping[str, Any], advice: Mapping[str, Any] | None
-) -> list[tuple[str, str]]:
+def _diagnosis_facts(found: Diagnosis | None) -> list[tuple[str, str]]:
     """What bounds the workload, from its timed run and, when advised, its profiled window."""
-    found = diagnose_workload(workload, environment, (advice or {}).get("evidence")).diagnosis
     if found is None:
         return []
     return [("bound by", f"{found.label} ({found.confidence} confidence): {found.reason}")]
-
-
-def _environment_of(results: Sequence[RunResult], workload: WorkloadResult) -> Mapping[str, Any]:
-    """The environment of the document (shard) ``workload`` came from."""
-    return next(r.environment for r in results if any(w is workload for w in r.workloads))
 
 
 def _headline(workload: WorkloadResult) -> dict[str, str]:
@@ -594,48 +592,44 @@ def _throttled_spans(t_s: list[float], throttled: list[Any]) -> Iterable[tuple[f
 
 
 def _advice(
-    workload: str, document: Mapping[str, Any] | None, advice_given: bool
+    workload: str, advised: WorkloadAdvice | None, advice_given: bool
 ) -> tuple[list[AdviceView], str]:
-    if document is None:
+    if advised is None:
         if advice_given:
             return [], "This workload was not profiled."
         return [], "No advice given (perfgate advise --json, or perfgate run --profile)."
-    if document.get("status") != "ok":
-        return [], f"Profiling {document.get('status')}: {last_line(document.get('error'))}"
-    proofs = {v["rule_id"]: v for v in document.get("verifications", [])}
+    if advised.status != "ok":
+        return [], f"Profiling {advised.status}: {last_line(advised.error)}"
+    proofs = {v.rule_id: v for v in advised.verifications}
     views = [
-        _advice_view(workload, rank, item, proofs.get(item["rule_id"]))
-        for rank, item in enumerate(document.get("advice", []), start=1)
+        _advice_view(workload, rank, item, proofs.get(item.rule_id))
+        for rank, item in enumerate(advised.advice, start=1)
     ]
     return views, "" if views else "No rule fired: nothing to advise."
 
 
-def _advice_view(
-    workload: str, rank: int, item: Mapping[str, Any], proof: Mapping[str, Any] | None
-) -> AdviceView:
+def _advice_view(workload: str, rank: int, item: Advice, proof: Verification | None) -> AdviceView:
     measured = "—"
-    if proof is not None and proof.get("speedup") is not None and proof.get("speedup_ci"):
-        low, high = proof["speedup_ci"]
-        parity = {True: "same loss", False: "loss changed", None: "no loss"}[
-            proof.get("loss_parity")
-        ]
-        measured = f"{proof['speedup']:.2f}× ({low:.2f}–{high:.2f}), {parity}"
+    if proof is not None and proof.speedup is not None and proof.speedup_ci:
+        low, high = proof.speedup_ci
+        parity = {True: "same loss", False: "loss changed", None: "no loss"}[proof.loss_parity]
+        measured = f"{proof.speedup:.2f}× ({low:.2f}–{high:.2f}), {parity}"
     elif proof is not None:
-        measured = str(proof.get("reason", "—"))
+        measured = proof.reason
     return AdviceView(
-        anchor=anchor("advice", workload, item["rule_id"]),
+        anchor=anchor("advice", workload, item.rule_id),
         rank=rank,
-        rule_id=item["rule_id"],
-        title=item["title"],
-        tier=item["tier"],
-        saving=f"{item['saving']:.1%}",
-        status=item.get("status", "unverified"),
+        rule_id=item.rule_id,
+        title=item.title,
+        tier=item.tier,
+        saving=f"{item.saving:.1%}",
+        status=item.status,
         measured=measured,
-        evidence=[(k, _evidence_value(v)) for k, v in item.get("evidence", {}).items()],
-        fix=str(item.get("fix", "")).strip(),
-        snippet=_highlighted(str(item.get("snippet", "")).strip()),
-        references=list(item.get("references", [])),
-        notes=list(item.get("notes", [])),
+        evidence=[(k, _evidence_value(v)) for k, v in item.evidence.items()],
+        fix=item.fix.strip(),
+        snippet=_highlighted(item.snippet.strip()),
+        references=list(item.references),
+        notes=list(item.notes),
     )
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 
 from rich.table import Table
 from rich.text import Text
 
+from perfgate.documents.diagnosis import WorkloadDiagnosis
 from perfgate.report.terminal import PlainTable
 from perfgate.result import RunResult, WorkloadResult
 
@@ -181,15 +183,14 @@ def distributed_lines(result: RunResult) -> list[str]:
     return lines
 
 
-def diagnosis_lines(result: RunResult) -> list[str]:
-    """What bounds each workload that ran, from the timed run alone (``perfgate diagnose``
-    adds a profiled window: the GPU timeline and kernel mix)."""
-    from perfgate.diagnose.session import diagnose_result
-
+def diagnosis_lines(diagnoses: Iterable[WorkloadDiagnosis]) -> list[str]:
+    """What bounds each workload that ran (``perfgate.diagnose.session.diagnose_result`` of a
+    run: from the timed run alone; ``perfgate diagnose`` adds a profiled window, the GPU
+    timeline and kernel mix)."""
     return [
         f"{item.name}: {item.diagnosis.label} ({item.diagnosis.confidence}): "
         f"{item.diagnosis.reason}"
-        for item in diagnose_result(result)
+        for item in diagnoses
         if item.diagnosis is not None
     ]
 

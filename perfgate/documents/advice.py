@@ -1,0 +1,125 @@
+"""The advice document (``perfgate.advice``): per workload, the evidence a profiled window
+gave, what bounds the workload, the ranked advice of the rules that fired and, with
+``--verify``, what re-running with each fix measured.
+
+Written by ``perfgate advise --json``, by ``perfgate run --profile`` beside its result
+(``<result>.advice.json``) and by ``perfgate gate`` (``advice.json``); read back through
+:data:`ADVICE` by the HTML report and the PR comment (whose job runs no code of the pull
+request: every string is escaped by the renderer, never trusted).
+
+Format history:
+
+- 1.0 (perfgate 0.1, 2026-11-29): first version.
+- 1.1 (2026-12-01): each workload's ``diagnosis`` (optional): what bounds it in the profiled
+  window (:mod:`perfgate.documents.diagnosis`).
+- 1.2 (2026-12-02): the header's ``schema_minor``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from perfgate.documents.base import DocumentKind
+from perfgate.documents.diagnosis import Diagnosis
+
+Confidence = Literal["high", "medium", "low"]
+"""How sure a rule is of its trigger (``perfgate.advise.rules``)."""
+Tier = Literal["high", "medium", "low"]
+"""The estimated saving's tier (``perfgate.advise.ranking.tier_of``)."""
+Status = Literal["unverified", "verified", "refuted", "unverifiable"]
+"""Where the advice stands after verification."""
+Outcome = Literal["verified", "refuted", "inconclusive", "unverifiable", "failed"]
+"""What one verification measured."""
+
+EvidenceValue = bool | int | float | str
+"""One evidence value (``perfgate.advise.expr.Value``)."""
+KnobSetting = bool | int | float | str | None
+"""One knob's value (``perfgate.workloads.protocol.KnobValue``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Advice:
+    """One fired rule: what to do, what it should save, and the numbers behind the claim."""
+
+    rule_id: str
+    title: str
+    category: str
+    confidence: Confidence
+    saving: float
+    """Estimated saving as a fraction of step time."""
+    tier: Tier
+    evidence: Mapping[str, EvidenceValue]
+    """Every evidence value the rule read: name → value."""
+    fix: str
+    snippet: str
+    references: tuple[str, ...]
+    verify_knobs: Mapping[str, KnobSetting]
+    """Knob values (formulas already computed) whose A/B run verifies the advice; empty:
+    unverifiable."""
+    status: Status = "unverified"
+    """Set by the verification step; refuted advice ranks after the rest."""
+    notes: tuple[str, ...] = field(default=())
+    """Caveats worth showing (a knob that could not be computed, a speed-up below 1)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verification:
+    """What re-running with the advice's knobs measured."""
+
+    rule_id: str
+    workload: str
+    knobs: Mapping[str, KnobSetting]
+    outcome: Outcome
+    reason: str
+    rounds: int = 0
+    speedup: float | None = None
+    """Unchanged step time over changed step time (1.25 = 25 % faster); None if not measured."""
+    speedup_ci: tuple[float, float] | None = None
+    p_value: float | None = None
+    baseline_step_s: float | None = None
+    changed_step_s: float | None = None
+    per_sample: bool = False
+    """The change altered the samples per step, so the two step figures are seconds per
+    sample (and the speed-up is per sample), not seconds per step."""
+    loss_parity: bool | None = None
+    """Final losses within 1 % of each other; None when a side has no loss."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadAdvice:
+    """One workload: its evidence, ranked advice and (with --verify) the measurements."""
+
+    name: str
+    preset: str
+    knobs: Mapping[str, Any]
+    status: str
+    """How its profiling ended (``ok``, or why not: its error says more)."""
+    error: str | None = None
+    evidence: Mapping[str, EvidenceValue] = field(default_factory=dict)
+    """The profiled window's evidence: catalogue name → value (``perfgate.advise.catalogue``)."""
+    advice: list[Advice] = field(default_factory=list)
+    verifications: list[Verification] = field(default_factory=list)
+    trace_path: Path | None = None
+    """Where the profiler trace was kept (``--trace-dir``), if it was."""
+    diagnosis: Diagnosis | None = None
+    """What bounds the workload in the profiled window; advice acting on it ranks first."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdviceReport:
+    """What one ``perfgate advise`` found: a workload's advice per profiled workload."""
+
+    device: str
+    workloads: list[WorkloadAdvice]
+
+
+ADVICE: DocumentKind[AdviceReport] = DocumentKind(
+    name="perfgate.advice",
+    major=1,
+    minor=2,
+    model=AdviceReport,
+    produced_by="perfgate advise --json, perfgate run --profile or perfgate gate",
+)
