@@ -2,7 +2,8 @@
 
 Exit codes (stable, documented in the README): 0 pass · 1 regression · 2 usage or config error ·
 3 infrastructure error (a workload crashed, the database is unreachable) · 4 inconclusive ·
-5 internal error (a perfgate bug; its traceback goes to a log file, ``cli_console.fail``) ·
+5 internal error (a perfgate bug; its traceback goes to a log file,
+``perfgate.cli.console.fail``) ·
 128 + N stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP; every worker killed first).
 """
 
@@ -15,15 +16,16 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from perfgate.cli_advise import advise_command
-from perfgate.cli_baseline import baseline_app
-from perfgate.cli_calibrate import calibrate
-from perfgate.cli_compare import compare
-from perfgate.cli_console import GuardedGroup, console, errors, guarded, say
-from perfgate.cli_diagnose import diagnose_command
-from perfgate.cli_gate import gate
-from perfgate.cli_report import report_command
-from perfgate.cli_rules import rules_app
+from perfgate.cli.advise import advise_command
+from perfgate.cli.baseline import baseline_app
+from perfgate.cli.calibrate import calibrate_command
+from perfgate.cli.compare import compare_command
+from perfgate.cli.console import GuardedGroup, errors, guarded, say
+from perfgate.cli.console import console as terminal
+from perfgate.cli.diagnose import diagnose_command
+from perfgate.cli.gate import gate_command
+from perfgate.cli.report import report_command
+from perfgate.cli.rules import rules_app
 from perfgate.config import check_seconds, load_config
 from perfgate.errors import ExitCode
 from perfgate.report.terminal import PlainTable
@@ -111,7 +113,7 @@ def run(
         summary_table,
     )
 
-    console.print(summary_table(outcome.result))
+    terminal.print(summary_table(outcome.result))
     lines = [
         *distributed_lines(outcome.result),
         *mfu_notes(outcome.result),
@@ -140,8 +142,8 @@ def _print_advice(config_path: Path | None, selection: Selection, outcome: RunOu
     never touches the measured steps; the advice is written to ``<result>.advice.json``.
     """
     from perfgate.advise.session import advice_document, advise_workloads
-    from perfgate.cli_advise import advice_table
-    from perfgate.cli_rules import rule_folders
+    from perfgate.cli.advise import advice_table
+    from perfgate.cli.rules import rule_folders
     from perfgate.files import write_json_atomic
 
     def action() -> Path:
@@ -154,7 +156,7 @@ def _print_advice(config_path: Path | None, selection: Selection, outcome: RunOu
             profile_steps=5,
         )
         for result in results:
-            console.print(advice_table(result))
+            terminal.print(advice_table(result))
         path = outcome.path.with_name(outcome.path.stem + ".advice.json")
         write_json_atomic(path, advice_document(results, outcome.result.device))
         return path
@@ -170,11 +172,11 @@ def _measure(
     store: bool,
     trigger: str | None,
 ) -> RunOutcome:
-    from perfgate.cli_progress import RunProgress
+    from perfgate.cli.progress import RunProgress
     from perfgate.run import execute_run
 
     config = load_config(config_path)
-    with RunProgress(console) as progress:
+    with RunProgress(terminal) as progress:
         return execute_run(
             config,
             selection,
@@ -219,7 +221,7 @@ def doctor(
     }
     for capability in diagnose_machine(settings.root, threads or settings.threads):
         table.add_row(capability.name, mark[capability.ok], capability.detail)
-    console.print(table)
+    terminal.print(table)
 
 
 def _doctor_peak(
@@ -230,7 +232,7 @@ def _doctor_peak(
     from perfgate.ceilings.report import ceilings_table
 
     outcome = guarded(lambda: doctor_peak(load_config(config_path), device, threads, json_out))
-    console.print(ceilings_table(outcome.ceilings))
+    terminal.print(ceilings_table(outcome.ceilings))
     key = outcome.ceilings.fingerprint_key[:12]
     say(f"stored in {outcome.path} (environment {key})")
     if json_out is not None:
@@ -254,7 +256,7 @@ def workloads(config: Path | None = CONFIG_OPTION) -> None:
         table.add_row(
             name, definition.kind, ", ".join(definition.presets), knobs, definition.description
         )
-    console.print(table)
+    terminal.print(table)
 
 
 @app.command()
@@ -308,11 +310,11 @@ db_app = typer.Typer(
 app.add_typer(db_app, name="db")
 app.add_typer(baseline_app, name="baseline")
 app.add_typer(rules_app, name="rules")
-app.command("compare")(compare)
-app.command("gate")(gate)
+app.command("compare")(compare_command)
+app.command("gate")(gate_command)
 app.command("advise")(advise_command)
 app.command("diagnose")(diagnose_command)
-app.command("calibrate")(calibrate)
+app.command("calibrate")(calibrate_command)
 app.command("report")(report_command)
 
 

@@ -40,7 +40,7 @@ def diagnose_command(
 ) -> None:
     """What bounds each workload (compute, memory, host, input pipeline, storage,
     communication), with the numbers that decide it."""
-    from perfgate.cli_console import console, guarded, say
+    from perfgate.cli.console import console, guarded, say
     from perfgate.runner.plan import Selection
 
     selection = Selection(
@@ -87,8 +87,8 @@ def measure_and_diagnose(
 ) -> tuple[Path, list[WorkloadDiagnosis]]:
     """Run the selection (no store), profile each workload that ran, and classify."""
     from perfgate.advise.evidence import profile_workloads
-    from perfgate.cli_console import console
-    from perfgate.cli_progress import RunProgress
+    from perfgate.cli.console import console
+    from perfgate.cli.progress import RunProgress
     from perfgate.diagnose.session import diagnose_result
     from perfgate.run import execute_run
 

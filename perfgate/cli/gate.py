@@ -10,7 +10,7 @@ import typer
 from perfgate.errors import ExitCode
 
 
-def gate(
+def gate_command(
     base_ref: str | None = typer.Option(
         None, help="the trusted base ref (default: origin/$GITHUB_BASE_REF in a PR job)"
     ),
@@ -47,8 +47,8 @@ def gate(
     judge against the base's baselines (confirming by interleaved A/B), write the verdict, the
     comment, the report and their digests. Inconclusive is neutral (exit 0) unless the base's
     configuration says inconclusive = "fail"."""
-    from perfgate.cli_console import console, errors, guarded, say
-    from perfgate.cli_progress import RoundProgress, RunProgress
+    from perfgate.cli.console import console, errors, guarded, say
+    from perfgate.cli.progress import RoundProgress, RunProgress
     from perfgate.gate.session import GateObservers, GateOutcome, GateRequest, run_gate
     from perfgate.report.compare_table import verdict_table
 

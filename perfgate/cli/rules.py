@@ -33,7 +33,7 @@ def list_rules(
     config: Path | None = _CONFIG,
 ) -> None:
     """The rules: id, category, where they apply, confidence, the knobs that verify them."""
-    from perfgate.cli_console import console, guarded
+    from perfgate.cli.console import console, guarded
 
     rules = guarded(lambda: _selected_rules(device, config))
     if as_json:
@@ -51,7 +51,7 @@ def lint_rules(
 ) -> None:
     """Check rule files; print file:line:col: problem for each, exit 2 when there is any."""
     from perfgate.advise.rules import lint, rule_files
-    from perfgate.cli_console import guarded
+    from perfgate.cli.console import guarded
 
     chosen = folders or guarded(lambda: rule_folders(_config(config)))
     problems = lint(chosen)

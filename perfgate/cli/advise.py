@@ -35,7 +35,7 @@ def advise_command(
     config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
 ) -> None:
     """Profile each workload, rank the rules' advice by estimated saving, optionally prove it."""
-    from perfgate.cli_console import console, errors, guarded, say
+    from perfgate.cli.console import console, errors, guarded, say
     from perfgate.errors import UsageError
     from perfgate.runner.plan import Selection
 
@@ -52,7 +52,7 @@ def advise_command(
 
     def action() -> tuple[list[WorkloadAdvice], str]:
         from perfgate.advise.session import advice_document, advise_workloads
-        from perfgate.cli_rules import rule_folders
+        from perfgate.cli.rules import rule_folders
         from perfgate.config import load_config
         from perfgate.files import check_writable, write_json_atomic
         from perfgate.run import resolve_device

@@ -39,7 +39,7 @@ def refresh(
 ) -> None:
     """Detect change points in the branch's history and move baselines after confirmed steps."""
     from perfgate.baseline.refresh import RefreshPolicy, refresh_baselines
-    from perfgate.cli_console import console, guarded
+    from perfgate.cli.console import console, guarded
     from perfgate.errors import UsageError
 
     def action() -> Table:
@@ -79,7 +79,7 @@ def show(
     """The baselines in the database, with how and why each was set."""
     from sqlmodel import Session
 
-    from perfgate.cli_console import console, guarded
+    from perfgate.cli.console import console, guarded
     from perfgate.report.run_summary import format_seconds
     from perfgate.store.history import list_baselines
 
@@ -130,7 +130,7 @@ def export(
     """Write baselines/<suite>/<key>.json for every live baseline of the branch (exit 3 when
     there is none, unless --allow-empty)."""
     from perfgate.baseline.export import export_baselines
-    from perfgate.cli_console import guarded, say
+    from perfgate.cli.console import guarded, say
 
     def action() -> tuple[list[Path], list[Path]]:
         from perfgate.errors import UsageError

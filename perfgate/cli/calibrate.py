@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from perfgate.calibration.measure import CalibrationRun
 
 
-def calibrate(
+def calibrate_command(
     suite: str | None = typer.Option(None, help="suite to calibrate: smoke, full, or from config"),
     workload: list[str] = typer.Option(
         [], "--workload", "-w", help="workload (repeatable; NAME or NAME@preset); overrides --suite"
@@ -38,7 +38,7 @@ def calibrate(
     """A/A repeats of each workload: its noise, and the regressions the gate can detect."""
     from perfgate.calibration.measure import parse_target
     from perfgate.calibration.report import LEGEND, calibration_table
-    from perfgate.cli_console import console, errors, guarded, say
+    from perfgate.cli.console import console, errors, guarded, say
     from perfgate.documents.calibration import CALIBRATION, CalibrationReport
     from perfgate.errors import ExitCode
     from perfgate.files import write_json_atomic
@@ -87,8 +87,8 @@ def _measure(
     json_out: Path | None,
 ) -> tuple[Config, CalibrationRun]:
     from perfgate.calibration.measure import measure_calibrations
-    from perfgate.cli_console import console
-    from perfgate.cli_progress import RunProgress
+    from perfgate.cli.console import console
+    from perfgate.cli.progress import RunProgress
     from perfgate.files import check_writable
 
     config = load_config(config_path)

@@ -23,7 +23,7 @@ def report_command(
     config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
 ) -> None:
     """Write the self-contained HTML report of results, a verdict, advice and history."""
-    from perfgate.cli_console import guarded, say
+    from perfgate.cli.console import guarded, say
 
     def action() -> tuple[Path, str]:
         from perfgate.config import load_config

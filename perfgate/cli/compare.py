@@ -19,7 +19,7 @@ from perfgate.errors import PerfgateError
 from perfgate.runner.plan import Selection
 
 
-def compare(
+def compare_command(
     head: Path | None = typer.Argument(
         None, help="the head result document (perfgate run --out); omit with --ab"
     ),
@@ -80,8 +80,8 @@ def compare(
     config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
 ) -> None:
     """Judge a head run against its baseline, or two refs A/B: table, documents, exit code."""
-    from perfgate.cli_console import console, guarded, say
-    from perfgate.cli_progress import RoundProgress
+    from perfgate.cli.console import console, guarded, say
+    from perfgate.cli.progress import RoundProgress
     from perfgate.compare import outputs, session
     from perfgate.config import load_config
     from perfgate.report.compare_table import verdict_table
