@@ -1,5 +1,6 @@
 """The command line's surface, snapshotted: every command and sub-command, each parameter's
-names, type, default, required/flag/multiple and help text, against ``tests/data/cli_surface.json``.
+names, type, default, required/flag/multiple and help text, and the order each group lists its
+commands in, against ``tests/data/cli_surface.json``.
 
 A change to an option (renamed, a new default, a help text reworded) shows up in that file as
 a reviewed diff; a refactor of ``perfgate.cli`` must leave it untouched. Regenerate it with::
@@ -23,6 +24,7 @@ import typing
 from pathlib import PurePath
 from typing import Any
 
+import typer
 import typer.main
 
 from perfgate.cli import app
@@ -101,8 +103,11 @@ def surface() -> dict[str, Any]:
             "help": command.help,
             "params": [_parameter(p, annotations) for p in command.params],
         }
-        for name, child in sorted(getattr(command, "commands", {}).items()):
-            visit(f"{path} {name}", child)
+        children = getattr(command, "commands", None)
+        if children is not None:  # a group: its commands in the order --help lists them
+            found[path]["commands"] = command.list_commands(typer.Context(command))
+            for name, child in sorted(children.items()):
+                visit(f"{path} {name}", child)
 
     visit("perfgate", typer.main.get_command(app))
     return found
