@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
+from perfgate.cli.options import CONFIG_OPTION
 from perfgate.config import Config, load_config
 from perfgate.report.terminal import PlainTable
 
@@ -16,10 +17,6 @@ if TYPE_CHECKING:
 
 baseline_app = typer.Typer(
     no_args_is_help=True, help="Baselines: refresh from history, show, export snapshots."
-)
-
-CONFIG_OPTION = typer.Option(
-    None, "--config", help="perfgate.toml or pyproject.toml (default: nearest one upwards)"
 )
 
 
