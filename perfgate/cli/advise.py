@@ -8,6 +8,18 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
+from perfgate.cli.options import (
+    Device,
+    Knobs,
+    NprocPerNode,
+    Preset,
+    Steps,
+    Suite,
+    Threads,
+    Warmup,
+    Workloads,
+    build_selection,
+)
 from perfgate.report.terminal import PlainTable
 
 if TYPE_CHECKING:
@@ -15,21 +27,19 @@ if TYPE_CHECKING:
 
 
 def advise_command(
-    suite: str | None = typer.Option(None, help="suite to advise on (default: config suite)"),
-    workload: list[str] = typer.Option([], "--workload", "-w", help="workload (repeatable)"),
-    preset: str | None = typer.Option(None, help="preset for every selected workload"),
-    knob: list[str] = typer.Option([], "--knob", "-k", help="KEY=VALUE or WORKLOAD.KEY=VALUE"),
-    device: str | None = typer.Option(None, help="cpu, cuda or auto"),
-    threads: int | None = typer.Option(None, help="intra-op CPU threads"),
-    nproc_per_node: int | None = typer.Option(
-        None, "--nproc-per-node", help="ranks per distributed workload (torchrun; e.g. ddp)"
-    ),
+    suite: Suite = None,
+    workload: Workloads = [],
+    preset: Preset = None,
+    knob: Knobs = [],
+    device: Device = None,
+    threads: Threads = None,
+    nproc_per_node: NprocPerNode = None,
     profile_steps: int = typer.Option(5, help="steps inside the profiler window"),
     rule: list[str] = typer.Option([], "--rule", help="only this rule id (repeatable)"),
     verify: bool = typer.Option(False, help="prove each advice by an interleaved A/B re-run"),
     rounds: int = typer.Option(6, help="--verify: A/B rounds per advice"),
-    steps: int | None = typer.Option(None, help="--verify: measured steps per repeat"),
-    warmup: int | None = typer.Option(None, help="warm-up steps before profiling / measuring"),
+    steps: Steps = None,
+    warmup: Warmup = None,
     trace_dir: Path | None = typer.Option(None, help="keep the profiler traces here"),
     json_out: Path | None = typer.Option(None, "--json", help="write the advice document here"),
     config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
@@ -37,9 +47,8 @@ def advise_command(
     """Profile each workload, rank the rules' advice by estimated saving, optionally prove it."""
     from perfgate.cli.console import console, errors, guarded, say
     from perfgate.errors import UsageError
-    from perfgate.runner.plan import Selection
 
-    selection = Selection(
+    selection = build_selection(
         suite=suite,
         workloads=workload,
         preset=preset,

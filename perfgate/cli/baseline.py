@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from perfgate.cli.options import CONFIG_OPTION
+from perfgate.cli.options import ConfigFile
 from perfgate.config import Config, load_config
 from perfgate.report.terminal import PlainTable
 
@@ -32,7 +32,7 @@ def refresh(
     window: int = typer.Option(10, help="at most this many runs per baseline"),
     min_segment: int = typer.Option(5, help="fewest runs on each side of a change point"),
     min_runs: int = typer.Option(3, help="fewest runs a baseline is built from"),
-    config: Path | None = CONFIG_OPTION,
+    config: ConfigFile = None,
 ) -> None:
     """Detect change points in the branch's history and move baselines after confirmed steps."""
     from perfgate.baseline.refresh import RefreshPolicy, refresh_baselines
@@ -71,7 +71,7 @@ def refresh(
 def show(
     branch: str | None = typer.Option(None, help="only this branch"),
     all_: bool = typer.Option(False, "--all", help="include retired baselines"),
-    config: Path | None = CONFIG_OPTION,
+    config: ConfigFile = None,
 ) -> None:
     """The baselines in the database, with how and why each was set."""
     from sqlmodel import Session
@@ -122,7 +122,7 @@ def export(
     allow_empty: bool = typer.Option(
         False, help="exit 0 when the branch has no live baseline yet (the first nights)"
     ),
-    config: Path | None = CONFIG_OPTION,
+    config: ConfigFile = None,
 ) -> None:
     """Write baselines/<suite>/<key>.json for every live baseline of the branch (exit 3 when
     there is none, unless --allow-empty)."""

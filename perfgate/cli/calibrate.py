@@ -7,7 +7,20 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from perfgate.config import Config, check_seconds, load_config
+from perfgate.cli.options import (
+    Device,
+    Knobs,
+    Preset,
+    Seed,
+    Steps,
+    Suite,
+    Threads,
+    Timeout,
+    Warmup,
+    Workloads,
+    build_selection,
+)
+from perfgate.config import Config, load_config
 from perfgate.runner.plan import Selection
 
 if TYPE_CHECKING:
@@ -15,21 +28,17 @@ if TYPE_CHECKING:
 
 
 def calibrate_command(
-    suite: str | None = typer.Option(None, help="suite to calibrate: smoke, full, or from config"),
-    workload: list[str] = typer.Option(
-        [], "--workload", "-w", help="workload (repeatable; NAME or NAME@preset); overrides --suite"
-    ),
-    preset: str | None = typer.Option(None, help="preset for every selected workload"),
+    suite: Suite = None,
+    workload: Workloads = [],
+    preset: Preset = None,
     repeats: int = typer.Option(10, help="A/A repeats (fresh processes) per workload"),
-    steps: int | None = typer.Option(None, help="measured steps per repeat (default: as run)"),
-    warmup: int | None = typer.Option(None, help="discarded warm-up steps per repeat (>= 1)"),
-    device: str | None = typer.Option(None, help="cpu, cuda or auto (default: config, else auto)"),
-    knob: list[str] = typer.Option(
-        [], "--knob", "-k", help="KEY=VALUE or WORKLOAD.KEY=VALUE (repeatable)"
-    ),
-    timeout: float | None = typer.Option(None, help="seconds allowed per repeat process"),
-    threads: int | None = typer.Option(None, help="intra-op CPU threads (default: physical cores)"),
-    seed: int | None = typer.Option(None, help="seed for weights and synthetic data"),
+    steps: Steps = None,
+    warmup: Warmup = None,
+    device: Device = None,
+    knob: Knobs = [],
+    timeout: Timeout = None,
+    threads: Threads = None,
+    seed: Seed = None,
     target: str = typer.Option("2%", help="the slowdown you want caught, e.g. 2%"),
     no_store: bool = typer.Option(False, "--no-store", help="print (and --json) only, no database"),
     json_out: Path | None = typer.Option(None, "--json", help="write the calibration JSON here"),
@@ -44,19 +53,19 @@ def calibrate_command(
     from perfgate.files import write_json_atomic
 
     goal = guarded(lambda: parse_target(target))
-    if timeout is not None:
-        guarded(lambda: check_seconds("--timeout", timeout, "give seconds, e.g. --timeout 600"))
-    selection = Selection(
-        suite=suite,
-        workloads=workload,
-        preset=preset,
-        knobs=knob,
-        repeats=repeats,
-        steps=steps,
-        warmup=warmup,
-        timeout_s=timeout,
-        threads=threads,
-        seed=seed,
+    selection = guarded(
+        lambda: build_selection(
+            suite=suite,
+            workloads=workload,
+            preset=preset,
+            knobs=knob,
+            repeats=repeats,
+            steps=steps,
+            warmup=warmup,
+            timeout=timeout,
+            threads=threads,
+            seed=seed,
+        )
     )
     loaded, measured = guarded(lambda: _measure(config, selection, device, goal, json_out))
     calibrations = measured.calibrations

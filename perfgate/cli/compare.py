@@ -15,8 +15,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from perfgate.cli.options import build_selection
 from perfgate.errors import PerfgateError
-from perfgate.runner.plan import Selection
 
 
 def compare_command(
@@ -114,14 +114,14 @@ def compare_command(
                         "--ab measures both sides itself",
                         "drop the head document, --baseline, --baseline-dir and --confirm",
                     )
-                selection = Selection(
+                selection = build_selection(
                     suite=suite,
                     workloads=workload,
                     preset=preset,
                     knobs=knob,
                     steps=steps,
                     warmup=warmup,
-                    inject_slowdown=_slowdown(inject_slowdown),
+                    inject_slowdown=inject_slowdown,
                     nproc_per_node=nproc_per_node,
                 )
                 judgement = session.judge_refs(
@@ -181,12 +181,6 @@ def compare_command(
     for line in written:
         say(line)
     raise typer.Exit(code)
-
-
-def _slowdown(text: str | None) -> float | None:
-    from perfgate.runner.plan import parse_slowdown
-
-    return None if text is None else parse_slowdown(text)
 
 
 def _default_base_ref() -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from perfgate.cli.console import guarded, say
-from perfgate.cli.options import CONFIG_OPTION
+from perfgate.cli.options import ConfigFile
 from perfgate.config import load_config
 
 db_app = typer.Typer(
@@ -17,7 +17,7 @@ db_app = typer.Typer(
 
 def ingest_command(
     files: list[Path] = typer.Argument(..., help="result documents to store"),
-    config: Path | None = CONFIG_OPTION,
+    config: ConfigFile = None,
 ) -> None:
     """Store result documents in the database (idempotent: a run is stored once)."""
     for line in guarded(lambda: _ingest(files, config)):
@@ -40,7 +40,7 @@ def _ingest(files: list[Path], config_path: Path | None) -> list[str]:
 
 
 @db_app.command("upgrade")
-def db_upgrade(config: Path | None = CONFIG_OPTION) -> None:
+def db_upgrade(config: ConfigFile = None) -> None:
     """Migrate the database schema to this perfgate's revision (safe to run again)."""
     say(guarded(lambda: _db_upgrade(config)))
 
@@ -59,7 +59,7 @@ def _db_upgrade(config_path: Path | None) -> str:
 @db_app.command("prune")
 def db_prune(
     keep_days: int = typer.Option(..., "--keep-days", help="keep raw samples of this many days"),
-    config: Path | None = CONFIG_OPTION,
+    config: ConfigFile = None,
 ) -> None:
     """Clear raw per-step arrays of old runs (medians, summaries and live baselines stay)."""
     say(guarded(lambda: _db_prune(keep_days, config)))

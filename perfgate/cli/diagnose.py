@@ -7,6 +7,20 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from perfgate.cli.options import (
+    Device,
+    Knobs,
+    NprocPerNode,
+    Preset,
+    Repeats,
+    Steps,
+    Suite,
+    Threads,
+    Warmup,
+    Workloads,
+    build_selection,
+)
+
 if TYPE_CHECKING:
     from rich.table import Table
 
@@ -19,18 +33,16 @@ def diagnose_command(
     results: list[Path] = typer.Argument(
         None, help="result documents to diagnose (default: measure the selection now)"
     ),
-    suite: str | None = typer.Option(None, help="suite to measure (default: config suite)"),
-    workload: list[str] = typer.Option([], "--workload", "-w", help="workload (repeatable)"),
-    preset: str | None = typer.Option(None, help="preset for every selected workload"),
-    knob: list[str] = typer.Option([], "--knob", "-k", help="KEY=VALUE or WORKLOAD.KEY=VALUE"),
-    device: str | None = typer.Option(None, help="cpu, cuda or auto"),
-    repeats: int | None = typer.Option(None, help="fresh processes per workload"),
-    steps: int | None = typer.Option(None, help="measured steps per repeat"),
-    warmup: int | None = typer.Option(None, help="discarded warm-up steps per repeat (>= 1)"),
-    threads: int | None = typer.Option(None, help="intra-op CPU threads"),
-    nproc_per_node: int | None = typer.Option(
-        None, "--nproc-per-node", help="ranks per distributed workload (torchrun)"
-    ),
+    suite: Suite = None,
+    workload: Workloads = [],
+    preset: Preset = None,
+    knob: Knobs = [],
+    device: Device = None,
+    repeats: Repeats = None,
+    steps: Steps = None,
+    warmup: Warmup = None,
+    threads: Threads = None,
+    nproc_per_node: NprocPerNode = None,
     profile: bool = typer.Option(
         True, help="also profile a window per workload (the GPU timeline and kernel mix)"
     ),
@@ -41,9 +53,8 @@ def diagnose_command(
     """What bounds each workload (compute, memory, host, input pipeline, storage,
     communication), with the numbers that decide it."""
     from perfgate.cli.console import console, guarded, say
-    from perfgate.runner.plan import Selection
 
-    selection = Selection(
+    selection = build_selection(
         suite=suite,
         workloads=workload,
         preset=preset,

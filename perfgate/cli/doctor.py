@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from perfgate.cli.console import console, guarded, say
-from perfgate.cli.options import CONFIG_OPTION
+from perfgate.cli.options import ConfigFile
 from perfgate.config import load_config
 from perfgate.report.terminal import PlainTable
 
@@ -21,7 +21,7 @@ def doctor_command(
         None, help="intra-op CPU threads (default: config, else physical cores, as run pins)"
     ),
     json_out: Path | None = typer.Option(None, "--json", help="--peak: also write them here"),
-    config: Path | None = CONFIG_OPTION,
+    config: ConfigFile = None,
 ) -> None:
     """What this machine can measure (GPU, NVML, clocks, torch build) and what it can't;
     with --peak, its measured ceilings."""

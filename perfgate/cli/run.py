@@ -8,8 +8,25 @@ from typing import TYPE_CHECKING
 import typer
 
 from perfgate.cli.console import console, errors, guarded, say
-from perfgate.cli.options import CONFIG_OPTION
-from perfgate.config import check_seconds, load_config
+from perfgate.cli.options import (
+    ConfigFile,
+    Device,
+    InjectSlowdown,
+    Knobs,
+    NprocPerNode,
+    Preset,
+    Repeats,
+    Seed,
+    Shard,
+    Steps,
+    Suite,
+    Threads,
+    Timeout,
+    Warmup,
+    Workloads,
+    build_selection,
+)
+from perfgate.config import load_config
 from perfgate.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -18,62 +35,47 @@ if TYPE_CHECKING:
 
 
 def run_command(
-    suite: str | None = typer.Option(None, help="suite to run: smoke, full, or one from config"),
-    workload: list[str] = typer.Option(
-        [], "--workload", "-w", help="workload (repeatable; NAME or NAME@preset); overrides --suite"
-    ),
-    preset: str | None = typer.Option(None, help="preset for every selected workload"),
-    repeats: int | None = typer.Option(None, help="fresh processes per workload"),
-    steps: int | None = typer.Option(None, help="measured steps per repeat"),
-    warmup: int | None = typer.Option(None, help="discarded warm-up steps per repeat (>= 1)"),
-    device: str | None = typer.Option(None, help="cpu, cuda or auto (default: config, else auto)"),
-    knob: list[str] = typer.Option(
-        [], "--knob", "-k", help="KEY=VALUE or WORKLOAD.KEY=VALUE (repeatable)"
-    ),
-    timeout: float | None = typer.Option(None, help="seconds allowed per repeat process"),
-    threads: int | None = typer.Option(None, help="intra-op CPU threads (default: physical cores)"),
-    seed: int | None = typer.Option(None, help="seed for weights and synthetic data"),
-    shard: str | None = typer.Option(None, help="run shard i/n of the selected workloads"),
-    nproc_per_node: int | None = typer.Option(
-        None, "--nproc-per-node", help="ranks per distributed workload (torchrun; e.g. ddp)"
-    ),
+    suite: Suite = None,
+    workload: Workloads = [],
+    preset: Preset = None,
+    repeats: Repeats = None,
+    steps: Steps = None,
+    warmup: Warmup = None,
+    device: Device = None,
+    knob: Knobs = [],
+    timeout: Timeout = None,
+    threads: Threads = None,
+    seed: Seed = None,
+    shard: Shard = None,
+    nproc_per_node: NprocPerNode = None,
     trigger: str | None = typer.Option(None, help="pr, nightly or manual (default: from CI)"),
     out: Path | None = typer.Option(None, "--out", "-o", help="result document path"),
     no_store: bool = typer.Option(False, "--no-store", help="write the document only, no database"),
-    inject_slowdown: str | None = typer.Option(
-        None,
-        "--inject-slowdown",
-        help="canary: add this much honest extra cost per step (e.g. 5%)",
-    ),
+    inject_slowdown: InjectSlowdown = None,
     profile: bool = typer.Option(
         False, help="also profile each workload (own process) and print the ranked advice"
     ),
-    config: Path | None = CONFIG_OPTION,
+    config: ConfigFile = None,
 ) -> None:
     """Run workloads, write a result document, and store it (unless --no-store)."""
-    from perfgate.runner.plan import Selection, parse_slowdown
-
-    slowdown = (
-        guarded(lambda: parse_slowdown(inject_slowdown)) if inject_slowdown is not None else None
+    selection = guarded(
+        lambda: build_selection(
+            suite=suite,
+            workloads=workload,
+            preset=preset,
+            knobs=knob,
+            repeats=repeats,
+            steps=steps,
+            warmup=warmup,
+            timeout=timeout,
+            threads=threads,
+            seed=seed,
+            shard=shard,
+            inject_slowdown=inject_slowdown,
+            nproc_per_node=nproc_per_node,
+        )
     )
-    if timeout is not None:
-        guarded(lambda: check_seconds("--timeout", timeout, "give seconds, e.g. --timeout 600"))
-
-    selection = Selection(
-        suite=suite,
-        workloads=workload,
-        preset=preset,
-        knobs=knob,
-        repeats=repeats,
-        steps=steps,
-        warmup=warmup,
-        timeout_s=timeout,
-        threads=threads,
-        seed=seed,
-        shard=shard,
-        inject_slowdown=slowdown,
-        nproc_per_node=nproc_per_node,
-    )
+    slowdown = selection.inject_slowdown
     outcome = guarded(lambda: _measure(config, selection, device, out, not no_store, trigger))
     from perfgate.report.run_summary import (
         diagnosis_lines,

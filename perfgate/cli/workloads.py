@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from perfgate.cli.console import console, guarded
-from perfgate.cli.options import CONFIG_OPTION
+from perfgate.cli.options import ConfigFile
 from perfgate.config import load_config
 from perfgate.report.terminal import PlainTable
 
 
-def workloads_command(config: Path | None = CONFIG_OPTION) -> None:
+def workloads_command(config: ConfigFile = None) -> None:
     """List the workloads (built-in and configured), their presets and knobs."""
     from perfgate.runner.plan import available_workloads
 
