@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from perfgate.cli.options import (
+    ConfigFile,
     Device,
     Knobs,
     NprocPerNode,
@@ -42,7 +43,7 @@ def advise_command(
     warmup: Warmup = None,
     trace_dir: Path | None = typer.Option(None, help="keep the profiler traces here"),
     json_out: Path | None = typer.Option(None, "--json", help="write the advice document here"),
-    config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
+    config: ConfigFile = None,
 ) -> None:
     """Profile each workload, rank the rules' advice by estimated saving, optionally prove it."""
     from perfgate.cli.console import console, errors, guarded, say

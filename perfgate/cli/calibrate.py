@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from perfgate.cli.options import (
+    ConfigFile,
     Device,
     Knobs,
     Preset,
@@ -42,7 +43,7 @@ def calibrate_command(
     target: str = typer.Option("2%", help="the slowdown you want caught, e.g. 2%"),
     no_store: bool = typer.Option(False, "--no-store", help="print (and --json) only, no database"),
     json_out: Path | None = typer.Option(None, "--json", help="write the calibration JSON here"),
-    config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
+    config: ConfigFile = None,
 ) -> None:
     """A/A repeats of each workload: its noise, and the regressions the gate can detect."""
     from perfgate.calibration.measure import parse_target

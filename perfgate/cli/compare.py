@@ -15,7 +15,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from perfgate.cli.options import build_selection
+from perfgate.cli.options import ConfigFile, build_selection
 from perfgate.errors import PerfgateError
 
 
@@ -77,7 +77,7 @@ def compare_command(
     report_url: str | None = typer.Option(
         None, help="where the HTML report will be published (the markdown links to it)"
     ),
-    config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
+    config: ConfigFile = None,
 ) -> None:
     """Judge a head run against its baseline, or two refs A/B: table, documents, exit code."""
     from perfgate.cli.console import console, guarded, say

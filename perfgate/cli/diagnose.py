@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from perfgate.cli.options import (
+    ConfigFile,
     Device,
     Knobs,
     NprocPerNode,
@@ -48,7 +49,7 @@ def diagnose_command(
     ),
     out: Path | None = typer.Option(None, "--out", "-o", help="where the result document goes"),
     json_out: Path | None = typer.Option(None, "--json", help="write the diagnoses here"),
-    config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
+    config: ConfigFile = None,
 ) -> None:
     """What bounds each workload (compute, memory, host, input pipeline, storage,
     communication), with the numbers that decide it."""

@@ -7,6 +7,8 @@ from typing import Any
 
 import typer
 
+from perfgate.cli.options import ConfigFile
+
 DEFAULT_REPORT = Path("perfgate-report.html")
 
 
@@ -20,7 +22,7 @@ def report_command(
     history_runs: int = typer.Option(100, min=1, max=100_000, help="runs of history per workload"),
     branch: str | None = typer.Option(None, help="history branch (default: the run's branch)"),
     out: Path = typer.Option(DEFAULT_REPORT, "--out", "-o", help="the HTML file to write"),
-    config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
+    config: ConfigFile = None,
 ) -> None:
     """Write the self-contained HTML report of results, a verdict, advice and history."""
     from perfgate.cli.console import guarded, say
