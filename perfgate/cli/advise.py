@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
+from perfgate.cli.console import console, errors, guarded, say
 from perfgate.cli.options import (
     ConfigFile,
     Device,
@@ -21,6 +22,7 @@ from perfgate.cli.options import (
     Workloads,
     build_selection,
 )
+from perfgate.errors import ExitCode
 from perfgate.report.terminal import PlainTable
 
 if TYPE_CHECKING:
@@ -46,49 +48,32 @@ def advise_command(
     config: ConfigFile = None,
 ) -> None:
     """Profile each workload, rank the rules' advice by estimated saving, optionally prove it."""
-    from perfgate.cli.console import console, errors, guarded, say
-    from perfgate.errors import UsageError
-
-    selection = build_selection(
-        suite=suite,
-        workloads=workload,
-        preset=preset,
-        knobs=knob,
-        steps=steps,
-        warmup=warmup,
-        threads=threads,
-        nproc_per_node=nproc_per_node,
+    from perfgate.advise.session import (  # lazy: the profiler and rules load only to advise
+        AdviseRequest,
+        advise_session,
     )
 
-    def action() -> tuple[list[WorkloadAdvice], str]:
-        from perfgate.advise.session import advice_document, advise_workloads
-        from perfgate.cli.rules import rule_folders
-        from perfgate.config import load_config
-        from perfgate.files import check_writable, write_json_atomic
-        from perfgate.run import resolve_device
-
-        settings = load_config(config)
-        chosen = resolve_device(device or settings.device)
-        if json_out is not None:
-            check_writable(json_out, "--json")  # before the profiling, not after
-        if trace_dir is not None and trace_dir.exists() and not trace_dir.is_dir():
-            raise UsageError(f"--trace-dir {trace_dir} is not a folder", "give a folder path")
-        results = advise_workloads(
-            settings,
-            selection,
-            rule_folders(settings),
-            device=chosen,
-            profile_steps=profile_steps,
-            verify=verify,
-            rounds=rounds,
-            trace_dir=trace_dir,
-            only_rules=rule,
-        )
-        if json_out is not None:
-            write_json_atomic(json_out, advice_document(results, chosen), option="--json")
-        return results, chosen
-
-    results, _ = guarded(action)
+    request = AdviseRequest(
+        config=config,
+        selection=build_selection(
+            suite=suite,
+            workloads=workload,
+            preset=preset,
+            knobs=knob,
+            steps=steps,
+            warmup=warmup,
+            threads=threads,
+            nproc_per_node=nproc_per_node,
+        ),
+        device=device,
+        profile_steps=profile_steps,
+        verify=verify,
+        rounds=rounds,
+        trace_dir=trace_dir,
+        only_rules=rule,
+        json_out=json_out,
+    )
+    results = guarded(lambda: advise_session(request))
     for result in results:
         console.print(advice_table(result))
     if json_out is not None:
@@ -100,8 +85,6 @@ def advise_command(
             to=errors,
         )
     if failed:
-        from perfgate.errors import ExitCode
-
         raise typer.Exit(int(ExitCode.INFRASTRUCTURE))
 
 

@@ -26,12 +26,10 @@ from perfgate.cli.options import (
     Workloads,
     build_selection,
 )
-from perfgate.config import load_config
 from perfgate.errors import ExitCode
 
 if TYPE_CHECKING:
-    from perfgate.run import RunOutcome
-    from perfgate.runner.plan import Selection
+    from perfgate.run import RunOutcome, RunRequest
 
 
 def run_command(
@@ -76,8 +74,18 @@ def run_command(
         )
     )
     slowdown = selection.inject_slowdown
-    outcome = guarded(lambda: _measure(config, selection, device, out, not no_store, trigger))
-    from perfgate.report.run_summary import (
+    from perfgate.run import RunRequest  # lazy: the measuring stack loads only for run
+
+    request = RunRequest(
+        config=config,
+        selection=selection,
+        device=device,
+        out=out,
+        store=not no_store,
+        trigger=trigger,
+    )
+    outcome = guarded(lambda: _measure(request))
+    from perfgate.report.run_summary import (  # lazy: the summary's renderers, once measured
         diagnosis_lines,
         distributed_lines,
         failure_lines,
@@ -102,59 +110,28 @@ def run_command(
     for line in failures:
         say(line, to=errors)
     if profile:
-        _print_advice(config, selection, outcome)
+        _print_advice(request, outcome)
     if failures:
         raise typer.Exit(int(ExitCode.INFRASTRUCTURE))
 
 
-def _print_advice(config_path: Path | None, selection: Selection, outcome: RunOutcome) -> None:
-    """``run --profile``: the advice for the run just measured, beside its result document.
+def _measure(request: RunRequest) -> RunOutcome:
+    from perfgate.cli.progress import RunProgress  # lazy: rich's progress display, to measure
+    from perfgate.run import run_session  # lazy: the measuring stack loads only for run
 
-    Profiling happens after the timed repeats, in its own worker process per workload, so it
-    never touches the measured steps; the advice is written to ``<result>.advice.json``.
-    """
-    from perfgate.advise.session import advice_document, advise_workloads
-    from perfgate.cli.advise import advice_table
-    from perfgate.cli.rules import rule_folders
-    from perfgate.files import write_json_atomic
-
-    def action() -> Path:
-        config = load_config(config_path)
-        results = advise_workloads(
-            config,
-            selection,
-            rule_folders(config),
-            device=outcome.result.device,
-            profile_steps=5,
-        )
-        for result in results:
-            console.print(advice_table(result))
-        path = outcome.path.with_name(outcome.path.stem + ".advice.json")
-        write_json_atomic(path, advice_document(results, outcome.result.device))
-        return path
-
-    say(f"advice: {guarded(action)}")
+    return run_session(request, progress=lambda: RunProgress(console))
 
 
-def _measure(
-    config_path: Path | None,
-    selection: Selection,
-    device: str | None,
-    out: Path | None,
-    store: bool,
-    trigger: str | None,
-) -> RunOutcome:
-    from perfgate.cli.progress import RunProgress
-    from perfgate.run import execute_run
+def _print_advice(request: RunRequest, outcome: RunOutcome) -> None:
+    """``run --profile``: the advice for the run just measured, printed, and written beside
+    its result document (``<result>.advice.json``)."""
+    from perfgate.advise.session import (  # lazy: the profiler and rules load only for --profile
+        advise_run,
+        write_advice_beside,
+    )
+    from perfgate.cli.advise import advice_table  # lazy: advise's table, only for --profile
 
-    config = load_config(config_path)
-    with RunProgress(console) as progress:
-        return execute_run(
-            config,
-            selection,
-            device=device or config.device,
-            out=out,
-            store=store,
-            trigger=trigger,
-            observer=progress,
-        )
+    results = guarded(lambda: advise_run(request, outcome))
+    for result in results:
+        console.print(advice_table(result))
+    say(f"advice: {guarded(lambda: write_advice_beside(outcome, results))}")
