@@ -1,4 +1,4 @@
-"""``perfgate diagnose``: thin command over ``perfgate.diagnose.session``."""
+"""``perfgate diagnose``: thin command over ``perfgate.diagnosis``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from perfgate.cli.console import console, guarded, say
 from perfgate.cli.options import (
     ConfigFile,
     Device,
@@ -21,13 +22,12 @@ from perfgate.cli.options import (
     Workloads,
     build_selection,
 )
+from perfgate.report.terminal import PlainTable
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from perfgate.config import Config
     from perfgate.diagnose.session import WorkloadDiagnosis
-    from perfgate.runner.plan import Selection
 
 
 def diagnose_command(
@@ -53,79 +53,43 @@ def diagnose_command(
 ) -> None:
     """What bounds each workload (compute, memory, host, input pipeline, storage,
     communication), with the numbers that decide it."""
-    from perfgate.cli.console import console, guarded, say
-
-    selection = build_selection(
-        suite=suite,
-        workloads=workload,
-        preset=preset,
-        knobs=knob,
-        repeats=repeats,
-        steps=steps,
-        warmup=warmup,
-        threads=threads,
-        nproc_per_node=nproc_per_node,
+    from perfgate.cli.progress import RunProgress  # lazy: rich's progress display, to measure
+    from perfgate.diagnose.session import write_diagnoses  # lazy: the classifier, to diagnose
+    from perfgate.diagnosis import (  # lazy: the measuring and profiling stacks, to diagnose
+        DiagnoseRequest,
+        diagnose_session,
     )
 
-    def action() -> list[tuple[Path, list[WorkloadDiagnosis]]]:
-        from perfgate.config import load_config
-        from perfgate.diagnose.session import diagnose_result
-        from perfgate.files import check_writable
-        from perfgate.result import load_result
-
-        if json_out is not None:
-            check_writable(json_out, "--json")  # before the measuring, not after
-        if results:
-            return [(path, diagnose_result(load_result(path))) for path in results]
-        settings = load_config(config)
-        path, diagnosed = measure_and_diagnose(settings, selection, device, out, profile)
-        return [(path, diagnosed)]
-
-    diagnosed = guarded(action)
+    request = DiagnoseRequest(
+        results=results or (),
+        config=config,
+        selection=build_selection(
+            suite=suite,
+            workloads=workload,
+            preset=preset,
+            knobs=knob,
+            repeats=repeats,
+            steps=steps,
+            warmup=warmup,
+            threads=threads,
+            nproc_per_node=nproc_per_node,
+        ),
+        device=device,
+        out=out,
+        profile=profile,
+        json_out=json_out,
+    )
+    diagnosed = guarded(lambda: diagnose_session(request, lambda: RunProgress(console)))
     for path, items in diagnosed:
         console.print(diagnosis_table(path, items))
     if json_out is not None:
-        from perfgate.diagnose.session import diagnosis_document
-        from perfgate.files import write_json_atomic
-
-        documents = [diagnosis_document(items, path) for path, items in diagnosed]
-        document = documents[0] if len(documents) == 1 else documents
-        guarded(lambda: write_json_atomic(json_out, document, option="--json"))
+        guarded(lambda: write_diagnoses(json_out, diagnosed))
         say(f"diagnosis: {json_out}")
-
-
-def measure_and_diagnose(
-    config: Config, selection: Selection, device: str | None, out: Path | None, profile: bool
-) -> tuple[Path, list[WorkloadDiagnosis]]:
-    """Run the selection (no store), profile each workload that ran, and classify."""
-    from perfgate.advise.evidence import profile_workloads
-    from perfgate.cli.console import console
-    from perfgate.cli.progress import RunProgress
-    from perfgate.diagnose.session import diagnose_result
-    from perfgate.run import execute_run
-
-    with RunProgress(console) as progress:
-        outcome = execute_run(
-            config,
-            selection,
-            device=device or config.device,
-            out=out,
-            store=False,
-            observer=progress,
-        )
-    evidence = {}
-    if profile:
-        for profiled in profile_workloads(config, selection, device=outcome.result.device):
-            if profiled.status == "ok":
-                evidence[profiled.name] = profiled.evidence
-    return outcome.path, diagnose_result(outcome.result, evidence)
 
 
 def diagnosis_table(path: Path, items: list[WorkloadDiagnosis]) -> Table:
     """One row per workload: what bounds it, how sure, and why (with the numbers)."""
     from rich.text import Text
-
-    from perfgate.report.terminal import PlainTable
 
     table = PlainTable(title=f"perfgate diagnose · {path}", title_justify="left")
     for header in ("workload", "bound by", "confidence", "why"):

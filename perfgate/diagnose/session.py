@@ -7,7 +7,7 @@ HTML report and the advisor's ranking use the very same diagnosis.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from typing import Any
 from perfgate.diagnose.classify import Diagnosis, classify
 from perfgate.diagnose.signals import combined, evidence_signals, run_signals
 from perfgate.documents.base import json_ready
+from perfgate.files import write_json_atomic
 from perfgate.result import RunResult, WorkloadResult
 
 DIAGNOSIS_SCHEMA = "perfgate.diagnosis"
@@ -86,3 +87,11 @@ def diagnosis_document(results: list[WorkloadDiagnosis], source: Path | None) ->
         "result": str(source) if source else None,
         "workloads": workloads,
     }
+
+
+def write_diagnoses(path: Path, diagnosed: Sequence[tuple[Path, list[WorkloadDiagnosis]]]) -> None:
+    """Write the diagnoses of each result document to ``path`` (``--json``): one document for
+    one result, a list of them for several."""
+    documents = [diagnosis_document(items, source) for source, items in diagnosed]
+    document = documents[0] if len(documents) == 1 else documents
+    write_json_atomic(path, document, option="--json")
