@@ -7,16 +7,12 @@ snapshots or another document), optionally confirmed by an interleaved A/B re-ru
 
 from __future__ import annotations
 
-import os
-from dataclasses import replace
-from datetime import datetime, timezone
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
+from perfgate.cli.console import console, guarded, say
 from perfgate.cli.options import ConfigFile, build_selection
-from perfgate.errors import PerfgateError
 
 
 def compare_command(
@@ -80,125 +76,51 @@ def compare_command(
     config: ConfigFile = None,
 ) -> None:
     """Judge a head run against its baseline, or two refs A/B: table, documents, exit code."""
-    from perfgate.cli.console import console, guarded, say
-    from perfgate.cli.progress import RoundProgress
-    from perfgate.compare import outputs, session
-    from perfgate.config import load_config
-    from perfgate.report.compare_table import verdict_table
-    from perfgate.result import load_result
+    from perfgate.cli.progress import RoundProgress  # lazy: rich's progress display, for an A/B
+    from perfgate.compare.session import (  # lazy: the judging stack loads only to compare
+        BaselineChoice,
+        CompareRequest,
+        compare_session,
+    )
+    from perfgate.report.compare_table import verdict_table  # lazy: the verdict's renderer
 
-    notes: list[str] = []
-
-    def action() -> tuple[Table, int, list[str]]:
-        settings = load_config(config)
-        if inconclusive is not None:
-            session.policy_from(inconclusive)
-        advice_lines = outputs.advice_lines(advice)  # a bad file fails before anything runs
-        choice = session.BaselineChoice(
+    request = CompareRequest(
+        config=config,
+        head=head,
+        refs=ab,
+        baseline=BaselineChoice(
             document=baseline,
             directory=baseline_dir,
             branch=branch,
             allow_env_drift=allow_env_drift,
-        )
-        with RoundProgress(console) as progress:
-            limits = session.ABLimits(
-                device=device or settings.device,
-                rounds=rounds,
-                budget_s=budget,
-                out_dir=ab_out or _default_ab_folder(settings.root),
-                observer=progress,
-            )
-            if ab is not None:
-                if head is not None or baseline is not None or baseline_dir is not None or confirm:
-                    raise _usage(
-                        "--ab measures both sides itself",
-                        "drop the head document, --baseline, --baseline-dir and --confirm",
-                    )
-                selection = build_selection(
-                    suite=suite,
-                    workloads=workload,
-                    preset=preset,
-                    knobs=knob,
-                    steps=steps,
-                    warmup=warmup,
-                    inject_slowdown=inject_slowdown,
-                    nproc_per_node=nproc_per_node,
-                )
-                judgement = session.judge_refs(
-                    settings, ab, selection, inconclusive=inconclusive, limits=limits
-                )
-            else:
-                if head is None:
-                    raise _usage("no head result document given", "pass HEAD.json, or use --ab")
-                head_run = load_result(head)
-                trusted_ref = base_ref or (_default_base_ref() if confirm else None)
-                if trusted_ref is None:
-                    judgement = session.judge_stored(
-                        head_run, settings, choice, inconclusive=inconclusive, limits=limits
-                    )
-                else:
-                    limits = replace(limits, device=device or head_run.device)
-                    judgement = session.judge_against_base(
-                        head_run,
-                        settings,
-                        choice,
-                        trusted_ref,
-                        confirm=confirm,
-                        suite=suite,
-                        workloads=workload,
-                        inconclusive=inconclusive,
-                        limits=limits,
-                    )
-        judgement = session.explained(judgement)
-        verdict, policy = judgement.verdict, judgement.policy
-        notes.extend(verdict.notes)
-        written = outputs.write_outputs(
-            verdict,
-            policy,
-            json_out,
-            markdown,
-            advice_lines,
-            report_url or outputs.local_link(html),
-        )
-        if html is not None:
-            database = (judgement.database_url, judgement.database_root)
-            written.append(
-                outputs.write_html(html, verdict, policy, judgement.head, advice, branch, database)
-            )
-        return verdict_table(verdict), int(verdict.exit_code(policy)), written
-
-    def action_or_error_comment() -> tuple[Table, int, list[str]]:
-        try:
-            return action()
-        except PerfgateError as error:
-            outputs.write_error_comment(error, markdown)
-            raise
-
-    table, code, written = guarded(action_or_error_comment)
-    console.print(table)
-    for note in notes:
+        ),
+        confirm=confirm,
+        base_ref=base_ref,
+        selection=build_selection(
+            suite=suite,
+            workloads=workload,
+            preset=preset,
+            knobs=knob,
+            steps=steps,
+            warmup=warmup,
+            nproc_per_node=nproc_per_node,
+        ),
+        inject_slowdown=inject_slowdown,
+        device=device,
+        rounds=rounds,
+        budget_s=budget,
+        ab_out=ab_out,
+        inconclusive=inconclusive,
+        json_out=json_out,
+        markdown=markdown,
+        advice=advice,
+        html=html,
+        report_url=report_url,
+    )
+    outcome = guarded(lambda: compare_session(request, lambda: RoundProgress(console)))
+    console.print(verdict_table(outcome.judgement.verdict))
+    for note in outcome.judgement.verdict.notes:
         say(note)
-    for line in written:
+    for line in outcome.written:
         say(line)
-    raise typer.Exit(code)
-
-
-def _default_base_ref() -> str:
-    base = os.environ.get("GITHUB_BASE_REF")
-    if not base:
-        raise _usage(
-            "--confirm needs the base revision to measure against",
-            "pass --base-ref (e.g. origin/main)",
-        )
-    return f"origin/{base}"
-
-
-def _default_ab_folder(root: Path) -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return root / ".perfgate" / "ab" / stamp
-
-
-def _usage(problem: str, fix: str) -> Exception:
-    from perfgate.errors import UsageError
-
-    return UsageError(problem, fix)
+    raise typer.Exit(outcome.exit_code)
