@@ -1,12 +1,12 @@
-"""``perfgate report``: thin command over ``perfgate.report.html_report``."""
+"""``perfgate report``: thin command over ``perfgate.report.session``."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 
+from perfgate.cli.console import guarded, say
 from perfgate.cli.options import ConfigFile
 
 DEFAULT_REPORT = Path("perfgate-report.html")
@@ -25,42 +25,22 @@ def report_command(
     config: ConfigFile = None,
 ) -> None:
     """Write the self-contained HTML report of results, a verdict, advice and history."""
-    from perfgate.cli.console import guarded, say
+    from perfgate.report.session import (  # lazy: the HTML stack (jinja, charts), to report
+        ReportRequest,
+        report_session,
+    )
 
-    def action() -> tuple[Path, str]:
-        from perfgate.config import load_config
-        from perfgate.documents.verdict import VERDICT
-        from perfgate.files import check_output_path
-        from perfgate.report.documents import advice_beside
-        from perfgate.report.html_report import stored_histories, write_report
-        from perfgate.result import load_result
-        from perfgate.run import utc_now
-
-        check_output_path(out, "--out")  # before the reading and drawing, not after
-        settings = load_config(config)
-        heads = [load_result(path) for path in results]
-        verdict_doc: dict[str, Any] | None = None
-        if verdict is not None:
-            verdict_doc = VERDICT.dump(VERDICT.load(verdict, "verdict file"))
-        histories, note = (
-            stored_histories(settings.database_url, settings.root, heads, branch, history_runs)
-            if history
-            else ({}, "History not drawn (--no-history).")
-        )
-        beside = [found for path in results if (found := advice_beside(path)) is not None]
-        written = write_report(
-            out,
-            heads,
-            verdict=verdict_doc,
-            advice_paths=[*advice, *beside],
-            histories=histories,
-            history_note=note,
-            generated_at=utc_now(),
-            inputs=[str(p) for p in (*results, *([verdict] if verdict else []))],
-        )
-        return written, note
-
-    written, note = guarded(action)
-    if note:
-        say(note)
-    say(f"report: {written.resolve()}")
+    request = ReportRequest(
+        results=results,
+        verdict=verdict,
+        advice=advice,
+        history=history,
+        history_runs=history_runs,
+        branch=branch,
+        out=out,
+        config=config,
+    )
+    outcome = guarded(lambda: report_session(request))
+    if outcome.note:
+        say(outcome.note)
+    say(f"report: {outcome.path.resolve()}")
