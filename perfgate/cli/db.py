@@ -8,7 +8,6 @@ import typer
 
 from perfgate.cli.console import guarded, say
 from perfgate.cli.options import ConfigFile
-from perfgate.config import load_config
 
 db_app = typer.Typer(
     no_args_is_help=True, help="The database: schema upgrades and pruning of old raw samples."
@@ -20,40 +19,27 @@ def ingest_command(
     config: ConfigFile = None,
 ) -> None:
     """Store result documents in the database (idempotent: a run is stored once)."""
-    for line in guarded(lambda: _ingest(files, config)):
-        say(line)
+    from perfgate.store.session import ingest_session  # lazy: the database stack, to store
 
-
-def _ingest(files: list[Path], config_path: Path | None) -> list[str]:
-    from perfgate.result import load_result
-    from perfgate.store.engine import masked_url
-    from perfgate.store.ingest import store_runs
-
-    config = load_config(config_path)
-    results = [(load_result(path), path) for path in files]  # all valid before any is stored
-    stored = store_runs(config.database_url, results, config.root)
-    where = masked_url(config.database_url)
-    return [
-        f"{path}: run {result.run_id} {'stored' if new else 'already stored'} in {where}"
-        for (result, path), new in zip(results, stored, strict=True)
-    ]
+    outcome = guarded(lambda: ingest_session(config, files))
+    for item in outcome.documents:
+        state = "stored" if item.new else "already stored"
+        say(f"{item.path}: run {item.result.run_id} {state} in {outcome.where}")
 
 
 @db_app.command("upgrade")
 def db_upgrade(config: ConfigFile = None) -> None:
     """Migrate the database schema to this perfgate's revision (safe to run again)."""
-    say(guarded(lambda: _db_upgrade(config)))
+    from perfgate.store.session import upgrade_session  # lazy: the database stack, to migrate
 
-
-def _db_upgrade(config_path: Path | None) -> str:
-    from perfgate.store.engine import masked_url, upgrade_database
-
-    config = load_config(config_path)
-    before, after = upgrade_database(config.database_url, config.root)
-    where = masked_url(config.database_url)
-    if before == after:
-        return f"{where}: schema already at revision {after}"
-    return f"{where}: schema upgraded from {before or 'empty'} to revision {after}"
+    upgrade = guarded(lambda: upgrade_session(config))
+    if upgrade.before == upgrade.after:
+        say(f"{upgrade.where}: schema already at revision {upgrade.after}")
+    else:
+        say(
+            f"{upgrade.where}: schema upgraded from {upgrade.before or 'empty'} "
+            f"to revision {upgrade.after}"
+        )
 
 
 @db_app.command("prune")
@@ -62,24 +48,10 @@ def db_prune(
     config: ConfigFile = None,
 ) -> None:
     """Clear raw per-step arrays of old runs (medians, summaries and live baselines stay)."""
-    say(guarded(lambda: _db_prune(keep_days, config)))
+    from perfgate.store.session import prune_session  # lazy: the database stack, to prune
 
-
-MAX_KEEP_DAYS = 100 * 366
-"""A century: a longer ``--keep-days`` is a typo (and overflows a date)."""
-
-
-def _db_prune(keep_days: int, config_path: Path | None) -> str:
-    from perfgate.errors import UsageError
-    from perfgate.store.maintenance import prune_samples
-
-    if keep_days > MAX_KEEP_DAYS:
-        raise UsageError(
-            f"--keep-days {keep_days} is more than a century", "pass the days of raw data to keep"
-        )
-    config = load_config(config_path)
-    outcome = prune_samples(config.database_url, config.root, keep_days)
-    return (
+    outcome = guarded(lambda: prune_session(config, keep_days))
+    say(
         f"pruned raw samples of {outcome.pruned} repeats older than {keep_days} days; "
         f"kept {outcome.kept_for_baselines} for live baselines"
     )
