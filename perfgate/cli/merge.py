@@ -14,15 +14,7 @@ def merge_command(
     out: Path = typer.Option(..., "--out", "-o", help="where to write the merged run"),
 ) -> None:
     """Merge the shard documents of one run into one result document (for compare and store)."""
+    from perfgate.merge import merge_documents  # lazy: the fingerprint checks, only to merge
 
-    def action() -> str:
-        from perfgate.files import check_output_path
-        from perfgate.merge import merge_shards
-        from perfgate.result import load_result, write_result
-
-        check_output_path(out, "--out")
-        merged = merge_shards([load_result(path) for path in shards])
-        write_result(out, merged)
-        return f"merged {len(shards)} shards ({len(merged.workloads)} workloads): {out}"
-
-    say(guarded(action))
+    merged = guarded(lambda: merge_documents(shards, out))
+    say(f"merged {len(shards)} shards ({len(merged.workloads)} workloads): {out}")
