@@ -59,7 +59,10 @@ def main() -> None:
     before anything else, then ends the command with one line and ``128 + N``, never 0 or 1: an
     interrupted gate neither passed nor found a regression (``perfgate.runner.lifetime``).
     """
-    from perfgate.runner.lifetime import Interrupted, stop_on_signals
+    from perfgate.runner.lifetime import (  # lazy: signal handling, for the console script only
+        Interrupted,
+        stop_on_signals,
+    )
 
     for stream in (sys.stdout, sys.stderr):  # a path that is not UTF-8 prints escaped
         if isinstance(stream, io.TextIOWrapper):

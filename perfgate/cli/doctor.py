@@ -27,12 +27,12 @@ def doctor_command(
     with --peak, its measured ceilings."""
     from rich.text import Text
 
-    from perfgate.doctor import diagnose_machine
+    from perfgate.doctor import doctor_session  # lazy: the machine probes (NVML, torch)
 
     if peak:
         _doctor_peak(device, threads, json_out, config)
         return
-    settings = guarded(lambda: load_config(config))
+    capabilities = guarded(lambda: doctor_session(config, threads))
     table = PlainTable(title="perfgate doctor", title_justify="left")
     table.add_column("capability")
     table.add_column("status")
@@ -42,7 +42,7 @@ def doctor_command(
         False: Text("no", style="red"),
         None: Text("n/a", style="yellow"),
     }
-    for capability in diagnose_machine(settings.root, threads or settings.threads):
+    for capability in capabilities:
         table.add_row(capability.name, mark[capability.ok], capability.detail)
     console.print(table)
 
@@ -51,8 +51,8 @@ def _doctor_peak(
     device: str, threads: int | None, json_out: Path | None, config_path: Path | None
 ) -> None:
     """``doctor --peak``: measure, store per fingerprint, print the table and where."""
-    from perfgate.ceilings.peak import doctor_peak
-    from perfgate.ceilings.report import ceilings_table
+    from perfgate.ceilings.peak import doctor_peak  # lazy: the ceilings benchmarks, for --peak
+    from perfgate.ceilings.report import ceilings_table  # lazy: their renderer, for --peak
 
     outcome = guarded(lambda: doctor_peak(load_config(config_path), device, threads, json_out))
     console.print(ceilings_table(outcome.ceilings))

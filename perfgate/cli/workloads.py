@@ -6,12 +6,11 @@ from perfgate.cli.console import console, guarded
 from perfgate.cli.options import ConfigFile
 from perfgate.config import load_config
 from perfgate.report.terminal import PlainTable
+from perfgate.runner.plan import available_workloads
 
 
 def workloads_command(config: ConfigFile = None) -> None:
     """List the workloads (built-in and configured), their presets and knobs."""
-    from perfgate.runner.plan import available_workloads
-
     definitions = guarded(lambda: available_workloads(load_config(config)))
     table = PlainTable(title="workloads", title_justify="left")
     for header in ("name", "kind", "presets", "knobs (default)", "description"):
