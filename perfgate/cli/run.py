@@ -56,6 +56,16 @@ def run_command(
     config: ConfigFile = None,
 ) -> None:
     """Run workloads, write a result document, and store it (unless --no-store)."""
+    from perfgate.cli.progress import RunProgress  # lazy: rich's progress display, to measure
+    from perfgate.report.run_summary import (  # lazy: the summary's renderers, to measure
+        diagnosis_lines,
+        distributed_lines,
+        failure_lines,
+        mfu_notes,
+        summary_table,
+    )
+    from perfgate.run import RunRequest, run_session  # lazy: the measuring stack, to measure
+
     selection = guarded(
         lambda: build_selection(
             suite=suite,
@@ -73,9 +83,6 @@ def run_command(
             nproc_per_node=nproc_per_node,
         )
     )
-    slowdown = selection.inject_slowdown
-    from perfgate.run import RunRequest  # lazy: the measuring stack loads only for run
-
     request = RunRequest(
         config=config,
         selection=selection,
@@ -84,15 +91,7 @@ def run_command(
         store=not no_store,
         trigger=trigger,
     )
-    outcome = guarded(lambda: _measure(request))
-    from perfgate.report.run_summary import (  # lazy: the summary's renderers, once measured
-        diagnosis_lines,
-        distributed_lines,
-        failure_lines,
-        mfu_notes,
-        summary_table,
-    )
-
+    outcome = guarded(lambda: run_session(request, progress=lambda: RunProgress(console)))
     console.print(summary_table(outcome.result))
     lines = [
         *distributed_lines(outcome.result),
@@ -101,6 +100,7 @@ def run_command(
     ]
     for note in lines:
         say(note)
+    slowdown = selection.inject_slowdown
     if slowdown:
         say(f"canary run: +{slowdown * 100:g}% injected per step; it will never become a baseline")
     say(f"result: {outcome.path}")
@@ -113,13 +113,6 @@ def run_command(
         _print_advice(request, outcome)
     if failures:
         raise typer.Exit(int(ExitCode.INFRASTRUCTURE))
-
-
-def _measure(request: RunRequest) -> RunOutcome:
-    from perfgate.cli.progress import RunProgress  # lazy: rich's progress display, to measure
-    from perfgate.run import run_session  # lazy: the measuring stack loads only for run
-
-    return run_session(request, progress=lambda: RunProgress(console))
 
 
 def _print_advice(request: RunRequest, outcome: RunOutcome) -> None:
