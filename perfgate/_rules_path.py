@@ -10,8 +10,12 @@ advising from an empty rule library.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfgate.errors import UsageError
+
+if TYPE_CHECKING:
+    from perfgate.config import Config
 
 
 def builtin_rules_folder() -> Path:
@@ -24,3 +28,8 @@ def builtin_rules_folder() -> Path:
             "or name the rule folders explicitly",
         )
     return folder
+
+
+def rule_folders(config: Config) -> list[Path]:
+    """The built-in rules folder, then each ``rule_paths`` folder of the configuration."""
+    return [builtin_rules_folder(), *(config.root / folder for folder in config.rule_paths)]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.ceilings.store import ceilings_path, environment_key, stored_ceilings
+from perfgate.config import load_config
 from perfgate.errors import UsageError
 from perfgate.telemetry.fingerprint import collect_fingerprint, cpu_model, distributed_facts
 from perfgate.telemetry.host import (
@@ -41,6 +42,13 @@ class Capability:
     ok: bool | None
     detail: str
     facts: dict[str, Any] = field(default_factory=dict)
+
+
+def doctor_session(config_path: Path | None, threads: int | None = None) -> list[Capability]:
+    """``perfgate doctor``: :func:`diagnose_machine` for the project of the configuration at
+    ``config_path`` (None: the nearest one upwards), with its threads unless ``threads``."""
+    settings = load_config(config_path)
+    return diagnose_machine(settings.root, threads or settings.threads)
 
 
 def diagnose_machine(root: Path | None = None, threads: int | None = None) -> list[Capability]:

@@ -3,7 +3,7 @@
 Library code raises these; only the CLI turns them into an exit code and a one-line message.
 A usage or configuration error must never be read as a regression, so each class carries its
 own code (see ``ExitCode``); an exception that is none of these is a perfgate bug, and gets a
-code of its own too (``INTERNAL``, ``perfgate.cli_console``).
+code of its own too (``INTERNAL``, ``perfgate.cli.console``).
 """
 
 from __future__ import annotations

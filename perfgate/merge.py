@@ -13,13 +13,24 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from perfgate.errors import UsageError
-from perfgate.result import RunResult
+from perfgate.files import check_output_path
+from perfgate.result import RunResult, load_result, write_result
 from perfgate.telemetry.fingerprint import fingerprint_differences, fingerprint_key
 
 MERGE_NAMESPACE = uuid.UUID("9b0f3a52-6a5e-4d1e-9d8e-3f1c2b7a4e60")
 """Namespace of merged run ids (uuid5 over the sorted shard run ids)."""
+
+
+def merge_documents(shards: Sequence[Path], out: Path) -> RunResult:
+    """``perfgate merge``: read the shard documents, merge them, write the run to ``out``
+    (checked first); the merged run."""
+    check_output_path(out, "--out")
+    merged = merge_shards([load_result(path) for path in shards])
+    write_result(out, merged)
+    return merged
 
 
 def merge_shards(shards: Sequence[RunResult]) -> RunResult:

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from perfgate import __version__
 from perfgate.ceilings.store import lookup_ceilings
-from perfgate.config import Config
+from perfgate.config import Config, load_config
 from perfgate.errors import InfrastructureError, UsageError
 from perfgate.files import check_writable
 from perfgate.result import RunResult, RunSettings, write_result
@@ -27,6 +28,24 @@ from perfgate.runner.plan import PlannedWorkload, Selection, make_plan
 from perfgate.runner.source import collect_source
 from perfgate.telemetry.fingerprint import collect_fingerprint, with_world
 from perfgate.telemetry.host import default_thread_count
+
+RunWatch = Callable[[], AbstractContextManager[RunObserver | None]]
+"""Opens the watcher of the measuring (a progress display) for as long as the repeats run."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRequest:
+    """What a command asks to have measured, passed whole: the configuration file, the
+    selection, the device and where the result document goes."""
+
+    config: Path | None = None
+    """The configuration file; None: the nearest perfgate.toml or pyproject.toml upwards."""
+    selection: Selection = field(default_factory=Selection)
+    device: str | None = None
+    """cpu, cuda or auto; None: the configuration's."""
+    out: Path | None = None
+    store: bool = True
+    trigger: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,6 +132,22 @@ def execute_run(
     write_result(path, result)
     stored_in = _store(config, result, path) if store else None
     return RunOutcome(result=result, path=path, stored_in=stored_in)
+
+
+def run_session(request: RunRequest, progress: RunWatch = nullcontext) -> RunOutcome:
+    """``perfgate run``: read the configuration, then measure under ``progress`` (opened once
+    the configuration is read), write the document and store it unless asked not to."""
+    config = load_config(request.config)
+    with progress() as observer:
+        return execute_run(
+            config,
+            request.selection,
+            device=request.device or config.device,
+            out=request.out,
+            store=request.store,
+            trigger=request.trigger,
+            observer=observer,
+        )
 
 
 def _store(config: Config, result: RunResult, path: Path) -> str:

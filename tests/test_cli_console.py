@@ -9,7 +9,7 @@ import pytest
 import typer
 from rich.console import Console
 
-from perfgate.cli_console import guarded, say
+from perfgate.cli.console import guarded, say
 from perfgate.errors import ExitCode, UsageError
 
 
@@ -32,7 +32,7 @@ def test_an_error_is_one_unwrapped_line_with_its_exit_code(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     console, buffer = narrow()
-    monkeypatch.setattr("perfgate.cli_console.errors", console)
+    monkeypatch.setattr("perfgate.cli.console.errors", console)
     problem = "[tool.perfgate] in /a/very/long/path/pyproject.toml has an unknown key repeat"
 
     def fail() -> None:

@@ -38,7 +38,7 @@ from typer.testing import CliRunner
 
 from perfgate import files
 from perfgate.cli import app
-from perfgate.cli_console import INTERNAL_LOG_PREFIX, guarded
+from perfgate.cli.console import INTERNAL_LOG_PREFIX, guarded
 from perfgate.compare.baseline_source import from_result
 from perfgate.compare.gate import compare_runs
 from perfgate.errors import ExitCode

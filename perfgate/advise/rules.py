@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from perfgate._rules_path import rule_folders
 from perfgate.advise.catalogue import EVIDENCE
 from perfgate.advise.expr import (
     CheckError,
@@ -65,6 +66,7 @@ from perfgate.advise.expr import (
     parse,
     walk,
 )
+from perfgate.config import load_config
 from perfgate.errors import UsageError
 from perfgate.workloads.knobs import STANDARD_KNOBS
 from perfgate.workloads.protocol import KnobValue
@@ -203,6 +205,23 @@ def load_rules(
             "run perfgate rules lint for the full list",
         )
     return rules
+
+
+def configured_rule_folders(config_path: Path | None) -> list[Path]:
+    """The built-in rules folder and the ``rule_paths`` of the configuration at
+    ``config_path`` (None: the nearest one upwards)."""
+    return rule_folders(load_config(config_path))
+
+
+def configured_rules(config_path: Path | None, device: str | None = None) -> list[Rule]:
+    """``perfgate rules list``: the rules of :func:`configured_rule_folders`; with ``device``
+    (cpu or cuda), only those that can apply on it."""
+    if device is not None and device not in ("cpu", "cuda"):
+        raise UsageError(f"--device {device!r} is not allowed", "use cpu or cuda")
+    rules = load_rules(configured_rule_folders(config_path))
+    return [
+        r for r in rules if device is None or not r.applies.devices or device in r.applies.devices
+    ]
 
 
 def _read_folders(

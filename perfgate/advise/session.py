@@ -7,23 +7,94 @@ steps, and from the rule engine so that stays a pure function of evidence.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from perfgate.advise.evidence import profile_workloads
+from perfgate._rules_path import rule_folders
+from perfgate.advise.evidence import DEFAULT_PROFILE_STEPS, profile_workloads
 from perfgate.advise.ranking import AdviceContext, advise
 from perfgate.advise.rules import Rule, load_rules
 from perfgate.advise.verify import Verification, WorkloadUnderTest, verify_advice
-from perfgate.config import Config
+from perfgate.config import Config, load_config
 from perfgate.diagnose.classify import ADVICE_CATEGORIES, classify
 from perfgate.diagnose.signals import evidence_signals
-from perfgate.documents.advice import AdviceReport, WorkloadAdvice
+from perfgate.documents.advice import ADVICE, AdviceReport, WorkloadAdvice
 from perfgate.errors import UsageError
-from perfgate.run import prepare, resolve_device
+from perfgate.files import check_writable, write_json_atomic
+from perfgate.run import RunOutcome, RunRequest, prepare, resolve_device
 from perfgate.runner.interleave import InterleaveObserver
 from perfgate.runner.plan import Selection
 from perfgate.telemetry.fingerprint import collect_fingerprint
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdviseRequest:
+    """``perfgate advise``: what to profile, where, and what to do with the advice."""
+
+    config: Path | None = None
+    """The configuration file; None: the nearest perfgate.toml or pyproject.toml upwards."""
+    selection: Selection = field(default_factory=Selection)
+    device: str | None = None
+    """cpu, cuda or auto; None: the configuration's."""
+    profile_steps: int = DEFAULT_PROFILE_STEPS
+    verify: bool = False
+    rounds: int = 6
+    trace_dir: Path | None = None
+    only_rules: Sequence[str] = ()
+    json_out: Path | None = None
+    """Where the advice document goes (checked before the profiling, written after it)."""
+
+
+def advise_session(request: AdviseRequest) -> list[WorkloadAdvice]:
+    """``perfgate advise``: the advice for every selected workload, and its document written
+    to ``json_out``; an unwritable ``json_out`` or a ``trace_dir`` that is no folder fails
+    before anything is profiled."""
+    settings = load_config(request.config)
+    chosen = resolve_device(request.device or settings.device)
+    if request.json_out is not None:
+        check_writable(request.json_out, "--json")  # before the profiling, not after
+    trace_dir = request.trace_dir
+    if trace_dir is not None and trace_dir.exists() and not trace_dir.is_dir():
+        raise UsageError(f"--trace-dir {trace_dir} is not a folder", "give a folder path")
+    results = advise_workloads(
+        settings,
+        request.selection,
+        rule_folders(settings),
+        device=chosen,
+        profile_steps=request.profile_steps,
+        verify=request.verify,
+        rounds=request.rounds,
+        trace_dir=trace_dir,
+        only_rules=request.only_rules,
+    )
+    if request.json_out is not None:
+        write_json_atomic(
+            request.json_out, ADVICE.dump(advice_report(results, chosen)), option="--json"
+        )
+    return results
+
+
+def advise_run(request: RunRequest, outcome: RunOutcome) -> list[WorkloadAdvice]:
+    """``perfgate run --profile``: the advice for the run just measured. Each workload is
+    profiled after the timed repeats, in its own worker process, so the profiling never
+    touches the measured steps."""
+    config = load_config(request.config)
+    return advise_workloads(
+        config,
+        request.selection,
+        rule_folders(config),
+        device=outcome.result.device,
+        profile_steps=DEFAULT_PROFILE_STEPS,
+    )
+
+
+def write_advice_beside(outcome: RunOutcome, results: list[WorkloadAdvice]) -> Path:
+    """The advice of ``perfgate run --profile``, written beside its result document as
+    ``<result>.advice.json`` (where the HTML report finds it); the path."""
+    path = outcome.path.with_name(outcome.path.stem + ".advice.json")
+    write_json_atomic(path, ADVICE.dump(advice_report(results, outcome.result.device)))
+    return path
 
 
 def advise_workloads(

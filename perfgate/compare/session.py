@@ -16,8 +16,11 @@ and an exit code:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+import os
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, cast
 
@@ -37,17 +40,25 @@ from perfgate.compare.baseline_source import (
 )
 from perfgate.compare.gate import compare_runs
 from perfgate.compare.membership import GatedWorkload, base_plan, with_membership
+from perfgate.compare.outputs import (
+    advice_lines,
+    local_link,
+    read_advice,
+    write_error_comment,
+    write_html,
+    write_outputs,
+)
 from perfgate.compare.sequential import ABBudget, ab_budget
 from perfgate.compare.trusted import TrustedInputs, head_view, trusted_inputs
 from perfgate.compare.worktrees import checked_out, repository_root
-from perfgate.config import Config
+from perfgate.config import Config, load_config
 from perfgate.documents.calibration import Calibration
 from perfgate.documents.verdict import CompareVerdict, InconclusivePolicy
-from perfgate.errors import InfrastructureError, UsageError
+from perfgate.errors import InfrastructureError, PerfgateError, UsageError
 from perfgate.result import RunResult, load_result
 from perfgate.run import resolve_device
 from perfgate.runner.interleave import InterleaveObserver
-from perfgate.runner.plan import Selection
+from perfgate.runner.plan import Selection, parse_slowdown
 from perfgate.thresholds import Thresholds
 
 
@@ -91,6 +102,169 @@ class Judgement:
     head: RunResult
     database_url: str
     database_root: Path
+
+
+RoundWatch = Callable[[], AbstractContextManager[InterleaveObserver | None]]
+"""Opens the watcher of an interleaved A/B (a progress display) for as long as it may run."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareRequest:
+    """What ``perfgate compare`` is asked: a head document judged against its baseline
+    (optionally confirmed against ``base_ref``), or two refs measured interleaved (``refs``);
+    and which outputs to write."""
+
+    config: Path | None = None
+    """The configuration file; None: the nearest perfgate.toml or pyproject.toml upwards."""
+    head: Path | None = None
+    """The head result document; None with ``refs``."""
+    refs: tuple[str, str] | None = None
+    """``--ab BASE HEAD``: both refs measured interleaved."""
+    baseline: BaselineChoice = field(default_factory=BaselineChoice)
+    confirm: bool = False
+    base_ref: str | None = None
+    """The trusted base ref (default with ``confirm``: ``origin/$GITHUB_BASE_REF``)."""
+    selection: Selection = field(default_factory=Selection)
+    """``refs``: what to measure; ``base_ref``: its suite and workloads are the ones judged."""
+    inject_slowdown: str | None = None
+    """``refs`` canary: the head side's extra cost per step, as written (``5%``)."""
+    device: str | None = None
+    """cpu, cuda or auto; None: the configuration's (the head's, against a base ref)."""
+    rounds: int | None = None
+    budget_s: float | None = None
+    ab_out: Path | None = None
+    """Folder for the A/B result documents (default: .perfgate/ab/<UTC time>)."""
+    inconclusive: str | None = None
+    json_out: Path | None = None
+    markdown: Path | None = None
+    advice: Path | None = None
+    """A ``perfgate advise --json`` file whose top advice the outputs show."""
+    html: Path | None = None
+    report_url: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareOutcome:
+    """The judgement, the command's exit code, and one line per output written."""
+
+    judgement: Judgement
+    exit_code: int
+    written: list[str]
+
+
+def compare_session(request: CompareRequest, progress: RoundWatch = nullcontext) -> CompareOutcome:
+    """``perfgate compare``: judge, explain, write the outputs. When nothing can be judged (a
+    perfgate error), the comment (and job summary) say so before the error is raised."""
+    try:
+        return _compare(request, progress)
+    except PerfgateError as error:
+        write_error_comment(error, request.markdown)
+        raise
+
+
+def _compare(request: CompareRequest, progress: RoundWatch) -> CompareOutcome:
+    settings = load_config(request.config)
+    if request.inconclusive is not None:
+        policy_from(request.inconclusive)
+    advised = read_advice(request.advice)  # a bad file fails before anything runs
+    choice = request.baseline
+    with progress() as observer:
+        limits = ABLimits(
+            device=request.device or settings.device,
+            rounds=request.rounds,
+            budget_s=request.budget_s,
+            out_dir=request.ab_out or default_ab_folder(settings.root),
+            observer=observer,
+        )
+        judgement = _judge(request, settings, choice, limits)
+    judgement = explained(judgement)
+    verdict, policy = judgement.verdict, judgement.policy
+    written = write_outputs(
+        verdict,
+        policy,
+        request.json_out,
+        request.markdown,
+        advice_lines(advised),
+        request.report_url or local_link(request.html),
+    )
+    if request.html is not None:
+        database = (judgement.database_url, judgement.database_root)
+        written.append(
+            write_html(
+                request.html,
+                verdict,
+                policy,
+                judgement.head,
+                advised,
+                choice.branch,
+                database,
+                request.advice,
+            )
+        )
+    return CompareOutcome(
+        judgement=judgement, exit_code=int(verdict.exit_code(policy)), written=written
+    )
+
+
+def _judge(
+    request: CompareRequest, settings: Config, choice: BaselineChoice, limits: ABLimits
+) -> Judgement:
+    selection = request.selection
+    if request.refs is not None:
+        if (
+            request.head is not None
+            or choice.document is not None
+            or choice.directory is not None
+            or request.confirm
+        ):
+            raise UsageError(
+                "--ab measures both sides itself",
+                "drop the head document, --baseline, --baseline-dir and --confirm",
+            )
+        text = request.inject_slowdown
+        selection = replace(
+            selection, inject_slowdown=None if text is None else parse_slowdown(text)
+        )
+        return judge_refs(
+            settings, request.refs, selection, inconclusive=request.inconclusive, limits=limits
+        )
+    if request.head is None:
+        raise UsageError("no head result document given", "pass HEAD.json, or use --ab")
+    head_run = load_result(request.head)
+    trusted_ref = request.base_ref or (default_base_ref() if request.confirm else None)
+    if trusted_ref is None:
+        return judge_stored(
+            head_run, settings, choice, inconclusive=request.inconclusive, limits=limits
+        )
+    limits = replace(limits, device=request.device or head_run.device)
+    return judge_against_base(
+        head_run,
+        settings,
+        choice,
+        trusted_ref,
+        confirm=request.confirm,
+        suite=selection.suite,
+        workloads=selection.workloads,
+        inconclusive=request.inconclusive,
+        limits=limits,
+    )
+
+
+def default_base_ref() -> str:
+    """``--confirm`` without ``--base-ref``: the pull request's base (``$GITHUB_BASE_REF``)."""
+    base = os.environ.get("GITHUB_BASE_REF")
+    if not base:
+        raise UsageError(
+            "--confirm needs the base revision to measure against",
+            "pass --base-ref (e.g. origin/main)",
+        )
+    return f"origin/{base}"
+
+
+def default_ab_folder(root: Path) -> Path:
+    """``.perfgate/ab/<UTC time>`` under the project root: where an A/B's documents go."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return root / ".perfgate" / "ab" / stamp
 
 
 def policy_from(text: str) -> InconclusivePolicy:

@@ -14,7 +14,8 @@ from typing import Any
 from perfgate.diagnose.classify import classify
 from perfgate.diagnose.signals import combined, evidence_signals, run_signals
 from perfgate.documents.advice import AdviceReport
-from perfgate.documents.diagnosis import Diagnosis, DiagnosisReport, WorkloadDiagnosis
+from perfgate.documents.diagnosis import DIAGNOSIS, Diagnosis, DiagnosisReport, WorkloadDiagnosis
+from perfgate.files import write_json_atomic
 from perfgate.result import RunResult, WorkloadResult
 
 
@@ -73,3 +74,11 @@ def diagnosis_report(results: list[WorkloadDiagnosis], source: Path | None) -> D
     """The diagnoses of the result document at ``source`` as a ``perfgate.diagnosis``
     document's model (written through :data:`perfgate.documents.diagnosis.DIAGNOSIS`)."""
     return DiagnosisReport(result=str(source) if source else None, workloads=list(results))
+
+
+def write_diagnoses(path: Path, diagnosed: Sequence[tuple[Path, list[WorkloadDiagnosis]]]) -> None:
+    """Write the diagnoses of each result document to ``path`` (``--json``): one document for
+    one result, a list of them for several."""
+    documents = [DIAGNOSIS.dump(diagnosis_report(items, source)) for source, items in diagnosed]
+    document = documents[0] if len(documents) == 1 else documents
+    write_json_atomic(path, document, option="--json")

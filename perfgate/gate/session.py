@@ -117,6 +117,17 @@ class GateOutcome:
     notes: list[str] = field(default_factory=list)
 
 
+def default_base_ref() -> str:
+    """The pull request's base, ``origin/$GITHUB_BASE_REF``: the gate's default base ref."""
+    base = os.environ.get("GITHUB_BASE_REF")
+    if not base:
+        raise UsageError(
+            "the gate needs the base revision to judge against",
+            "pass --base-ref (e.g. origin/main), or run in a pull_request job",
+        )
+    return f"origin/{base}"
+
+
 def run_gate(request: GateRequest, observers: GateObservers | None = None) -> GateOutcome:
     """The whole gate; a perfgate error becomes an outcome with an error comment, never a
     verdict (and never exit 1)."""

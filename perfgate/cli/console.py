@@ -1,6 +1,6 @@
 """Where the command line writes: the two consoles, verbatim lines, and the error guard.
 
-Every ``cli_*`` module prints through these, so the rules hold for all commands:
+Every command module of ``perfgate.cli`` prints through these, so the rules hold for all commands:
 
 - a line of text is printed **verbatim**: never wrapped at the terminal's width (a command or a
   path in it must stay copyable from a CI log) and never read as rich markup (``[tool.perfgate]``

@@ -8,6 +8,21 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
+from perfgate.cli.console import console, errors, guarded, say
+from perfgate.cli.options import (
+    ConfigFile,
+    Device,
+    Knobs,
+    NprocPerNode,
+    Preset,
+    Steps,
+    Suite,
+    Threads,
+    Warmup,
+    Workloads,
+    build_selection,
+)
+from perfgate.errors import ExitCode
 from perfgate.report.terminal import PlainTable
 
 if TYPE_CHECKING:
@@ -15,72 +30,50 @@ if TYPE_CHECKING:
 
 
 def advise_command(
-    suite: str | None = typer.Option(None, help="suite to advise on (default: config suite)"),
-    workload: list[str] = typer.Option([], "--workload", "-w", help="workload (repeatable)"),
-    preset: str | None = typer.Option(None, help="preset for every selected workload"),
-    knob: list[str] = typer.Option([], "--knob", "-k", help="KEY=VALUE or WORKLOAD.KEY=VALUE"),
-    device: str | None = typer.Option(None, help="cpu, cuda or auto"),
-    threads: int | None = typer.Option(None, help="intra-op CPU threads"),
-    nproc_per_node: int | None = typer.Option(
-        None, "--nproc-per-node", help="ranks per distributed workload (torchrun; e.g. ddp)"
-    ),
+    suite: Suite = None,
+    workload: Workloads = [],
+    preset: Preset = None,
+    knob: Knobs = [],
+    device: Device = None,
+    threads: Threads = None,
+    nproc_per_node: NprocPerNode = None,
     profile_steps: int = typer.Option(5, help="steps inside the profiler window"),
     rule: list[str] = typer.Option([], "--rule", help="only this rule id (repeatable)"),
     verify: bool = typer.Option(False, help="prove each advice by an interleaved A/B re-run"),
     rounds: int = typer.Option(6, help="--verify: A/B rounds per advice"),
-    steps: int | None = typer.Option(None, help="--verify: measured steps per repeat"),
-    warmup: int | None = typer.Option(None, help="warm-up steps before profiling / measuring"),
+    steps: Steps = None,
+    warmup: Warmup = None,
     trace_dir: Path | None = typer.Option(None, help="keep the profiler traces here"),
     json_out: Path | None = typer.Option(None, "--json", help="write the advice document here"),
-    config: Path | None = typer.Option(None, "--config", help="perfgate.toml or pyproject.toml"),
+    config: ConfigFile = None,
 ) -> None:
     """Profile each workload, rank the rules' advice by estimated saving, optionally prove it."""
-    from perfgate.cli_console import console, errors, guarded, say
-    from perfgate.errors import UsageError
-    from perfgate.runner.plan import Selection
-
-    selection = Selection(
-        suite=suite,
-        workloads=workload,
-        preset=preset,
-        knobs=knob,
-        steps=steps,
-        warmup=warmup,
-        threads=threads,
-        nproc_per_node=nproc_per_node,
+    from perfgate.advise.session import (  # lazy: the profiler and rules load only to advise
+        AdviseRequest,
+        advise_session,
     )
 
-    def action() -> tuple[list[WorkloadAdvice], str]:
-        from perfgate.advise.session import advice_report, advise_workloads
-        from perfgate.cli_rules import rule_folders
-        from perfgate.config import load_config
-        from perfgate.documents.advice import ADVICE
-        from perfgate.files import check_writable, write_json_atomic
-        from perfgate.run import resolve_device
-
-        settings = load_config(config)
-        chosen = resolve_device(device or settings.device)
-        if json_out is not None:
-            check_writable(json_out, "--json")  # before the profiling, not after
-        if trace_dir is not None and trace_dir.exists() and not trace_dir.is_dir():
-            raise UsageError(f"--trace-dir {trace_dir} is not a folder", "give a folder path")
-        results = advise_workloads(
-            settings,
-            selection,
-            rule_folders(settings),
-            device=chosen,
-            profile_steps=profile_steps,
-            verify=verify,
-            rounds=rounds,
-            trace_dir=trace_dir,
-            only_rules=rule,
-        )
-        if json_out is not None:
-            document = ADVICE.dump(advice_report(results, chosen))
-            write_json_atomic(json_out, document, option="--json")
-        return results, chosen
-
-    results, _ = guarded(action)
+    request = AdviseRequest(
+        config=config,
+        selection=build_selection(
+            suite=suite,
+            workloads=workload,
+            preset=preset,
+            knobs=knob,
+            steps=steps,
+            warmup=warmup,
+            threads=threads,
+            nproc_per_node=nproc_per_node,
+        ),
+        device=device,
+        profile_steps=profile_steps,
+        verify=verify,
+        rounds=rounds,
+        trace_dir=trace_dir,
+        only_rules=rule,
+        json_out=json_out,
+    )
+    results = guarded(lambda: advise_session(request))
     for result in results:
         console.print(advice_table(result))
     if json_out is not None:
@@ -92,8 +85,6 @@ def advise_command(
             to=errors,
         )
     if failed:
-        from perfgate.errors import ExitCode
-
         raise typer.Exit(int(ExitCode.INFRASTRUCTURE))
 
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 class _Bars:
     """A rich progress display that starts and stops with a ``with`` block; one bar per
     workload, counting ``unit`` (repeats for a run, rounds for an A/B). Descriptions are
-    literal text: a workload named ``[/x]`` is shown as it is (``perfgate.cli_console``)."""
+    literal text: a workload named ``[/x]`` is shown as it is (``perfgate.cli.console``)."""
 
     def __init__(self, console: Console, unit: str) -> None:
         self._progress = Progress(

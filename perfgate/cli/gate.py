@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import typer
 
+from perfgate.cli.console import console, errors, guarded, say
 from perfgate.errors import ExitCode
 
 
-def gate(
+def gate_command(
     base_ref: str | None = typer.Option(
         None, help="the trusted base ref (default: origin/$GITHUB_BASE_REF in a PR job)"
     ),
@@ -47,14 +47,22 @@ def gate(
     judge against the base's baselines (confirming by interleaved A/B), write the verdict, the
     comment, the report and their digests. Inconclusive is neutral (exit 0) unless the base's
     configuration says inconclusive = "fail"."""
-    from perfgate.cli_console import console, errors, guarded, say
-    from perfgate.cli_progress import RoundProgress, RunProgress
-    from perfgate.gate.session import GateObservers, GateOutcome, GateRequest, run_gate
-    from perfgate.report.compare_table import verdict_table
+    from perfgate.cli.progress import (  # lazy: rich's progress display, to measure
+        RoundProgress,
+        RunProgress,
+    )
+    from perfgate.gate.session import (  # lazy: the measuring and judging stacks, to gate
+        GateObservers,
+        GateOutcome,
+        GateRequest,
+        default_base_ref,
+        run_gate,
+    )
+    from perfgate.report.compare_table import verdict_table  # lazy: the verdict's renderer
 
     def action() -> GateOutcome:
         request = GateRequest(
-            base_ref=base_ref or _default_base_ref(),
+            base_ref=base_ref or default_base_ref(),
             out_dir=out,
             suite=suite,
             workloads=workload,
@@ -83,15 +91,3 @@ def gate(
     elif outcome.compare_exit_code == ExitCode.INCONCLUSIVE:
         say("perfgate: inconclusive (neutral): the comment says what would decide")
     raise typer.Exit(outcome.exit_code)
-
-
-def _default_base_ref() -> str:
-    from perfgate.errors import UsageError
-
-    base = os.environ.get("GITHUB_BASE_REF")
-    if not base:
-        raise UsageError(
-            "the gate needs the base revision to judge against",
-            "pass --base-ref (e.g. origin/main), or run in a pull_request job",
-        )
-    return f"origin/{base}"

@@ -15,9 +15,18 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from perfgate.advise.rules import Applies, Formula, KnobSetting, Rule
-from perfgate.config import Config
-from perfgate.errors import ExitCode, UsageError
+from perfgate.advise.rules import (
+    Applies,
+    Formula,
+    KnobSetting,
+    Rule,
+    configured_rule_folders,
+    configured_rules,
+    lint,
+    rule_files,
+)
+from perfgate.cli.console import console, guarded
+from perfgate.errors import ExitCode
 from perfgate.report.terminal import PlainTable
 
 rules_app = typer.Typer(
@@ -33,9 +42,7 @@ def list_rules(
     config: Path | None = _CONFIG,
 ) -> None:
     """The rules: id, category, where they apply, confidence, the knobs that verify them."""
-    from perfgate.cli_console import console, guarded
-
-    rules = guarded(lambda: _selected_rules(device, config))
+    rules = guarded(lambda: configured_rules(config, device))
     if as_json:
         typer.echo(json.dumps([rule_document(rule) for rule in rules], indent=2))
     else:
@@ -50,10 +57,7 @@ def lint_rules(
     config: Path | None = _CONFIG,
 ) -> None:
     """Check rule files; print file:line:col: problem for each, exit 2 when there is any."""
-    from perfgate.advise.rules import lint, rule_files
-    from perfgate.cli_console import guarded
-
-    chosen = folders or guarded(lambda: rule_folders(_config(config)))
+    chosen = folders or guarded(lambda: configured_rule_folders(config))
     problems = lint(chosen)
     for problem in problems:
         typer.echo(str(problem))
@@ -62,13 +66,6 @@ def lint_rules(
         typer.echo(f"{len(problems)} problem(s) in {files} rule file(s)", err=True)
         raise typer.Exit(int(ExitCode.USAGE))
     typer.echo(f"{files} rule file(s) in {len(chosen)} folder(s): no problems")
-
-
-def rule_folders(config: Config) -> list[Path]:
-    """The built-in rules folder, then each ``rule_paths`` folder of the configuration."""
-    from perfgate._rules_path import builtin_rules_folder
-
-    return [builtin_rules_folder(), *(config.root / folder for folder in config.rule_paths)]
 
 
 def rules_table(rules: list[Rule]) -> Table:
@@ -142,20 +139,3 @@ def knobs_text(knobs: Mapping[str, KnobSetting]) -> str:
         else:
             shown.append(f"{name}={str(value).lower() if isinstance(value, bool) else value}")
     return " ".join(shown)
-
-
-def _selected_rules(device: str | None, config_path: Path | None) -> list[Rule]:
-    from perfgate.advise.rules import load_rules
-
-    if device is not None and device not in ("cpu", "cuda"):
-        raise UsageError(f"--device {device!r} is not allowed", "use cpu or cuda")
-    rules = load_rules(rule_folders(_config(config_path)))
-    return [
-        r for r in rules if device is None or not r.applies.devices or device in r.applies.devices
-    ]
-
-
-def _config(path: Path | None) -> Config:
-    from perfgate.config import load_config
-
-    return load_config(path)
