@@ -130,7 +130,7 @@ def _variant(
 def demo_report(directory: Path) -> str:
     """The demo page (see the module docstring), rendered from real documents."""
     from perfgate.baseline.refresh import refresh_baselines
-    from perfgate.compare.baseline_source import from_database
+    from perfgate.compare.database_source import from_database
     from perfgate.compare.gate import compare_runs
     from perfgate.diagnose.session import diagnose_runs
     from perfgate.documents.advice import ADVICE

@@ -15,11 +15,19 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from perfgate.ceilings.store import ceilings_path, environment_key, stored_ceilings
-from perfgate.config import load_config
+from perfgate.ceilings.store import (
+    ceilings_path,
+    environment_key,
+    read_ceilings_file,
+    save_ceilings,
+    stored_ceilings,
+)
+from perfgate.config import Config, load_config
+from perfgate.documents.ceilings import CEILINGS
 from perfgate.errors import UsageError
+from perfgate.files import check_writable, write_json_atomic
 from perfgate.telemetry.fingerprint import collect_fingerprint, cpu_model, distributed_facts
 from perfgate.telemetry.host import (
     HostProbe,
@@ -29,6 +37,9 @@ from perfgate.telemetry.host import (
 )
 from perfgate.telemetry.nvml import NvmlDevice, NvmlSession, Unavailable, open_nvml
 from perfgate.telemetry.peaks import DTYPES, lookup_peak
+
+if TYPE_CHECKING:
+    from perfgate.ceilings.bench import Ceilings
 
 _CXX_COMPILERS = ("c++", "g++", "clang++")
 """Inductor compiles its CPU kernels as C++ (``$CXX`` first, like inductor itself)."""
@@ -446,3 +457,39 @@ def _flop_counter() -> Capability:
 
 def _gib(value: int | None) -> str:
     return f"{value / 2**30:.0f} GiB" if value else "memory unknown"
+
+
+@dataclass(frozen=True)
+class PeakOutcome:
+    """What ``doctor --peak`` measured and where it was stored."""
+
+    ceilings: Ceilings
+    path: Path
+
+
+def doctor_peak(
+    config: Config, device: str, threads: int | None, json_out: Path | None = None
+) -> PeakOutcome:
+    """Measure the ceilings of ``device`` (cpu, cuda or auto) at the thread count a run pins
+    (``threads``, else the config's, else one per physical core), store them under the
+    environment's fingerprint key, and write them to ``json_out`` when given.
+
+    The ceilings file and ``json_out`` are checked before anything is measured: a corrupt
+    file or an unwritable path fails in a moment, not after the benchmarks."""
+    from perfgate.ceilings.bench import measure_ceilings  # lazy: the benchmarks, for --peak
+    from perfgate.report.ceilings import ceilings_document  # lazy: as above
+    from perfgate.run import resolve_device  # lazy: the measuring stack, for --peak
+
+    if threads is not None and threads < 1:
+        raise UsageError(f"--threads {threads} is not a thread count", "use 1 or more")
+    resolved = resolve_device(device)
+    read_ceilings_file(ceilings_path(config.root))
+    if json_out is not None:
+        check_writable(json_out, "--json")
+    pinned = threads or config.threads or default_thread_count()
+    ceilings = measure_ceilings(resolved, threads=pinned)
+    path = save_ceilings(config.root, ceilings)
+    if json_out is not None:
+        document = CEILINGS.dump(ceilings_document(ceilings))
+        write_json_atomic(json_out, document, option="--json")
+    return PeakOutcome(ceilings, path)

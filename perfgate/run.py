@@ -107,7 +107,7 @@ def execute_run(
     device = resolve_device(device)
     run_id = str(uuid.uuid4())
     if store:  # an unusable database URL fails now, not after the measuring
-        from perfgate.store.engine import parse_url
+        from perfgate.store.engine import parse_url  # lazy: the database stack, when storing
 
         parse_url(config.database_url)
     path = out or default_output_path(config.root, run_id)
@@ -152,8 +152,8 @@ def run_session(request: RunRequest, progress: RunWatch = nullcontext) -> RunOut
 
 def _store(config: Config, result: RunResult, path: Path) -> str:
     """Store the run; the document stays on disk whatever happens here."""
-    from perfgate.store.engine import StoreUnavailable, masked_url
-    from perfgate.store.ingest import store_run
+    from perfgate.store.engine import StoreUnavailable, masked_url  # lazy: the database stack
+    from perfgate.store.ingest import store_run  # lazy: as above (run --no-store needs neither)
 
     try:
         store_run(config.database_url, result, root=config.root)

@@ -31,8 +31,8 @@ from perfgate.calibration.measure import (
     robust_cv,
     within_process_cv,
 )
-from perfgate.calibration.report import calibration_row, calibration_table
-from perfgate.calibration.store import latest_calibrations, save_calibrations
+from perfgate.report.calibration import calibration_row, calibration_table
+from perfgate.store.calibration import latest_calibrations, save_calibrations
 from perfgate.cli import app
 from perfgate.compare.sequential import DEFAULT_MAX_ROUNDS
 from perfgate.config import load_config
@@ -379,7 +379,7 @@ def test_bad_input_exits_2_before_measuring(
 def test_calibrating_without_a_store_imports_no_database_code() -> None:
     probe = (
         "import sys; import perfgate.cli, perfgate.calibration.measure, "
-        "perfgate.calibration.report, perfgate.calibration.explain; "
+        "perfgate.report.calibration, perfgate.calibration.explain; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "{'sqlalchemy', 'sqlmodel', 'alembic', 'psycopg'}))"
     )

@@ -29,7 +29,7 @@ from perfgate.ceilings.bench import (
     matmul_flops,
     pinned_threads,
 )
-from perfgate.ceilings.report import ceilings_document, ceilings_table
+from perfgate.report.ceilings import ceilings_document, ceilings_table
 from perfgate.ceilings.store import (
     ceilings_path,
     environment_key,

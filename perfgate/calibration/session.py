@@ -73,7 +73,7 @@ def write_calibrations(path: Path, calibrations: Sequence[Calibration]) -> None:
 
 def store_calibrations(outcome: CalibrateOutcome) -> str:
     """Store the calibrations in the configuration's database; where (password masked)."""
-    from perfgate.calibration.store import (  # lazy: the database stack, only when storing
+    from perfgate.store.calibration import (  # lazy: the database stack, only when storing
         save_calibrations,
     )
     from perfgate.store.engine import (  # lazy: the database stack, only when storing

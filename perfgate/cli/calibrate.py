@@ -43,10 +43,6 @@ def calibrate_command(
 ) -> None:
     """A/A repeats of each workload: its noise, and the regressions the gate can detect."""
     from perfgate.calibration.measure import parse_target  # lazy: the A/A statistics, to calibrate
-    from perfgate.calibration.report import (  # lazy: the A/A statistics, to calibrate
-        LEGEND,
-        calibration_table,
-    )
     from perfgate.calibration.session import (  # lazy: the measuring stack, to calibrate
         CalibrateRequest,
         calibrate_session,
@@ -54,6 +50,10 @@ def calibrate_command(
         write_calibrations,
     )
     from perfgate.cli.progress import RunProgress  # lazy: rich's progress display, to measure
+    from perfgate.report.calibration import (  # lazy: the A/A statistics, to calibrate
+        LEGEND,
+        calibration_table,
+    )
 
     goal = guarded(lambda: parse_target(target))
     selection = guarded(

@@ -1,4 +1,4 @@
-"""``perfgate doctor``: thin command over ``perfgate.doctor`` and ``perfgate.ceilings.peak``."""
+"""``perfgate doctor``: thin command over ``perfgate.doctor``."""
 
 from __future__ import annotations
 
@@ -51,8 +51,8 @@ def _doctor_peak(
     device: str, threads: int | None, json_out: Path | None, config_path: Path | None
 ) -> None:
     """``doctor --peak``: measure, store per fingerprint, print the table and where."""
-    from perfgate.ceilings.peak import doctor_peak  # lazy: the ceilings benchmarks, for --peak
-    from perfgate.ceilings.report import ceilings_table  # lazy: their renderer, for --peak
+    from perfgate.doctor import doctor_peak  # lazy: the ceilings benchmarks, for --peak
+    from perfgate.report.ceilings import ceilings_table  # lazy: their renderer, for --peak
 
     outcome = guarded(lambda: doctor_peak(load_config(config_path), device, threads, json_out))
     console.print(ceilings_table(outcome.ceilings))

@@ -1,5 +1,8 @@
 """Where the baseline side of a comparison comes from: another result document, the
-``baselines/`` snapshots, or the database — each reduced to the same shape, per workload."""
+``baselines/`` snapshots, or the database — each reduced to the same shape, per workload.
+
+The database source is ``perfgate.compare.database_source.from_database``: it reads through the
+store, a floor above this module, with :func:`baseline_workload` and :func:`checked_metrics`."""
 
 from __future__ import annotations
 
@@ -81,12 +84,12 @@ def from_snapshots(directory: Path, head: RunResult, branch: str) -> dict[str, B
         if not path.exists():
             continue
         snapshot = SNAPSHOT.load(path, "baseline snapshot")
-        found[workload.name] = _baseline_workload(
+        found[workload.name] = baseline_workload(
             workload=snapshot.workload,
             definition_hash=snapshot.definition_hash,
             knobs=snapshot.knobs,
             environment=snapshot.environment or {},
-            metrics=_checked(snapshot.metrics, f"baseline snapshot {path}", SNAPSHOT_FIX),
+            metrics=checked_metrics(snapshot.metrics, f"baseline snapshot {path}", SNAPSHOT_FIX),
             origin=str(path),
             identity=f"{snapshot.key}@{snapshot.created_at}",
         )
@@ -104,7 +107,7 @@ def conditions_of(workload: WorkloadResult) -> dict[str, list[float]]:
     }
 
 
-def _baseline_workload(
+def baseline_workload(
     *,
     workload: str,
     definition_hash: str,
@@ -133,7 +136,7 @@ def _baseline_workload(
     )
 
 
-def _checked(
+def checked_metrics(
     metrics: dict[str, MetricStatistics], origin: str, fix: str
 ) -> dict[str, MetricStatistics]:
     """The metrics, once every per-repeat value is a plausible one: step times in (0, a day],
@@ -158,47 +161,3 @@ def throttled_share(workload: WorkloadResult) -> float | None:
         if isinstance(share, (int, float)):
             shares.append(float(share))
     return max(shares) if shares else None
-
-
-def from_database(
-    url: str, root: Path, head: RunResult, branch: str
-) -> dict[str, BaselineWorkload]:
-    """Live baselines in the database whose key matches the head's workloads on ``branch``."""
-    from sqlmodel import Session  # lazy: the database libraries, for this source only
-
-    from perfgate.store.engine import make_engine  # lazy: as above
-    from perfgate.store.history import (  # lazy: as above
-        environment_fingerprint,
-        live_baseline,
-        stored_metrics,
-    )
-
-    engine = make_engine(url, root)
-    env_key = fingerprint_key(head.environment)
-    found = {}
-    try:
-        with Session(engine) as session:
-            for workload in head.workloads:
-                key = baseline_key(
-                    head.suite, workload.definition_hash, workload.knobs, env_key, branch
-                )
-                row = live_baseline(session, key)
-                if row is None:
-                    continue
-                origin = f"database baseline {row.id} ({row.branch}, {row.created_at})"
-                found[workload.name] = _baseline_workload(
-                    workload=row.workload,
-                    definition_hash=row.definition_hash,
-                    knobs=row.knobs,
-                    environment=environment_fingerprint(session, row.environment_key) or {},
-                    metrics=_checked(
-                        stored_metrics(row.metrics),
-                        origin,
-                        "refresh the baselines (perfgate baseline refresh)",
-                    ),
-                    origin=origin,
-                    identity=f"{row.key}@{row.created_at}",
-                )
-    finally:
-        engine.dispose()
-    return found

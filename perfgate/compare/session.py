@@ -34,7 +34,6 @@ from perfgate.compare.ab import (
 )
 from perfgate.compare.baseline_source import (
     BaselineWorkload,
-    from_database,
     from_result,
     from_snapshots,
 )
@@ -418,6 +417,8 @@ def baselines_for(
         return from_result(load_result(choice.document), str(choice.document))
     if directory is not None:
         return from_snapshots(directory, head, choice.branch)
+    from perfgate.compare.database_source import from_database  # lazy: the database stack
+
     return from_database(settings.database_url, settings.root, head, choice.branch)
 
 
@@ -439,8 +440,8 @@ def stored_calibrations(
     (a file not created yet, a GPU box without the database libraries, an unreachable server)
     means none."""
     try:
-        from perfgate.calibration.store import calibrations_for  # database code: optional
-        from perfgate.store.engine import StoreUnavailable, database_exists
+        from perfgate.store.calibration import calibrations_for  # lazy: optional database code
+        from perfgate.store.engine import StoreUnavailable, database_exists  # lazy: as above
     except ImportError:  # `perfgate run --no-store` machines may lack sqlmodel/sqlalchemy
         return {}
     try:

@@ -28,6 +28,7 @@ from perfgate.report import charts
 from perfgate.report.anchors import anchor
 from perfgate.report.chart_batch import ChartBatch
 from perfgate.report.run_summary import (
+    CEILING_HINT,
     distributed_facts,
     format_bytes,
     format_flops,
@@ -335,8 +336,6 @@ def _workload_verdict(workload: WorkloadResult, verdict: Mapping[str, Any] | Non
 
 
 def _workload_facts(workload: WorkloadResult) -> list[tuple[str, str]]:
-    from perfgate.report.run_summary import CEILING_HINT
-
     facts = [
         ("preset", workload.preset),
         ("device", workload.device),
