@@ -63,9 +63,8 @@ def measure_pools(
     """Interleave plain and canary arms of ``workload`` for ``rounds`` rounds on the CPU."""
     from perfgate.config import load_config
     from perfgate.metrics import metric_values
-    from perfgate.run import prepare
     from perfgate.runner.interleave import Arm, run_interleaved
-    from perfgate.runner.plan import Selection
+    from perfgate.runner.plan import Selection, prepare
     from perfgate.telemetry.fingerprint import collect_fingerprint
 
     config = load_config()

@@ -154,9 +154,9 @@ def sequential_canary(
 
     from perfgate.compare.sequential import SequentialJudge, judge_interleaved
     from perfgate.config import load_config
-    from perfgate.run import prepare, run_fingerprint
+    from perfgate.run import run_fingerprint
     from perfgate.runner.interleave import Arm, run_interleaved
-    from perfgate.runner.plan import Selection
+    from perfgate.runner.plan import Selection, prepare
 
     config = load_config()
     plan, settings = prepare(config, Selection(workloads=[workload], repeats=rounds))

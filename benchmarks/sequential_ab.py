@@ -282,10 +282,9 @@ def record(rounds: int, project: Path, out: Path, threads: int | None) -> None:
     rounds, then the load step (a quiet and a busy stored-baseline pair)."""
     from perfgate.config import load_config
     from perfgate.metrics import condition_values, metric_values
-    from perfgate.run import prepare
     from perfgate.runner.interleave import Arm, run_interleaved
     from perfgate.runner.orchestrator import run_workloads
-    from perfgate.runner.plan import Selection
+    from perfgate.runner.plan import Selection, prepare
     from perfgate.telemetry.fingerprint import collect_fingerprint
 
     os.chdir(project)

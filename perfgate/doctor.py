@@ -478,7 +478,7 @@ def doctor_peak(
     file or an unwritable path fails in a moment, not after the benchmarks."""
     from perfgate.ceilings.bench import measure_ceilings  # lazy: the benchmarks, for --peak
     from perfgate.report.ceilings import ceilings_document  # lazy: as above
-    from perfgate.run import resolve_device  # lazy: the measuring stack, for --peak
+    from perfgate.runner.device import resolve_device  # lazy: the measuring stack, for --peak
 
     if threads is not None and threads < 1:
         raise UsageError(f"--threads {threads} is not a thread count", "use 1 or more")

@@ -10,7 +10,7 @@ import os
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -21,13 +21,13 @@ from perfgate.config import Config, load_config
 from perfgate.errors import InfrastructureError, UsageError
 from perfgate.files import check_writable
 from perfgate.result import RunResult, RunSettings, write_result
+from perfgate.runner.device import resolve_device
 from perfgate.runner.forkserver import start_method
 from perfgate.runner.launch import run_world
 from perfgate.runner.orchestrator import RunObserver, run_workloads
-from perfgate.runner.plan import PlannedWorkload, Selection, make_plan
+from perfgate.runner.plan import PlannedWorkload, Selection, prepare
 from perfgate.runner.source import collect_source
 from perfgate.telemetry.fingerprint import collect_fingerprint, with_world
-from perfgate.telemetry.host import default_thread_count
 
 RunWatch = Callable[[], AbstractContextManager[RunObserver | None]]
 """Opens the watcher of the measuring (a progress display) for as long as the repeats run."""
@@ -58,36 +58,10 @@ class RunOutcome:
     """The database URL (password masked) the run was stored in; None with ``--no-store``."""
 
 
-def resolve_device(requested: str) -> str:
-    """``auto`` picks CUDA when torch sees a GPU; ``cuda`` without one is a usage error."""
-    if requested not in {"auto", "cpu", "cuda"}:
-        raise UsageError(f"unknown device {requested!r}", "use cpu, cuda or auto")
-    if requested == "cpu":
-        return "cpu"
-    import torch
-
-    if torch.cuda.is_available():
-        return "cuda"
-    if requested == "cuda":
-        raise UsageError(
-            "--device cuda was requested but torch sees no CUDA GPU "
-            f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'})",
-            "run on a GPU machine with a CUDA build of torch, or use --device cpu",
-        )
-    return "cpu"
-
-
 def default_output_path(root: Path, run_id: str) -> Path:
     """``.perfgate/results/<UTC time>-<run id prefix>.json`` under the project root."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return root / ".perfgate" / "results" / f"{stamp}-{run_id[:8]}.json"
-
-
-def prepare(config: Config, selection: Selection) -> tuple[list[PlannedWorkload], RunSettings]:
-    """The plan and settings, threads pinned to the physical cores unless configured."""
-    if selection.threads is None and config.threads is None:
-        selection = replace(selection, threads=default_thread_count())
-    return make_plan(config, selection)
 
 
 def execute_run(

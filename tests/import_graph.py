@@ -50,15 +50,16 @@ class Graph:
         return found
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join(parts)
 
 
 def build_graph(package: Path = PACKAGE) -> Graph:
-    graph = Graph(modules={module_name(p): p for p in sorted(package.rglob("*.py"))})
+    root = package.parent
+    graph = Graph(modules={module_name(p, root): p for p in sorted(package.rglob("*.py"))})
     for name, path in graph.modules.items():
         source = path.read_text()
         lines = source.splitlines()
@@ -167,8 +168,9 @@ def unit(module: str, modules: Mapping[str, Path]) -> str:
     """The subpackage a module belongs to (``perfgate.compare``), or the module itself for a
     top-level module (``perfgate.run``)."""
     parts = module.split(".")
-    if len(parts) >= 2 and (PACKAGE / parts[1]).is_dir():
-        return ".".join(parts[:2])
+    package = ".".join(parts[:2])
+    if len(parts) >= 2 and package in modules and modules[package].name == "__init__.py":
+        return package
     return module
 
 

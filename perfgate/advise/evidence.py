@@ -32,10 +32,10 @@ from perfgate.distributed.summary import step_imbalance
 from perfgate.errors import PerfgateError, UsageError
 from perfgate.files import rank_trace_path
 from perfgate.result import RunSettings
-from perfgate.run import prepare, resolve_device
+from perfgate.runner.device import resolve_device
 from perfgate.runner.forkserver import ForkServer, worker_launcher
 from perfgate.runner.orchestrator import SAMPLE_INTERVAL_S, worker_spec
-from perfgate.runner.plan import PlannedWorkload, Selection
+from perfgate.runner.plan import PlannedWorkload, Selection, prepare
 from perfgate.runner.process import run_worker
 from perfgate.trace.communication import communication_summary
 from perfgate.trace.facts import DERIVATION_INPUTS

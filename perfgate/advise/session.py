@@ -22,9 +22,10 @@ from perfgate.diagnose.signals import evidence_signals
 from perfgate.documents.advice import ADVICE, AdviceReport, WorkloadAdvice
 from perfgate.errors import UsageError
 from perfgate.files import check_writable, write_json_atomic
-from perfgate.run import RunOutcome, RunRequest, prepare, resolve_device
+from perfgate.run import RunOutcome, RunRequest
+from perfgate.runner.device import resolve_device
 from perfgate.runner.interleave import InterleaveObserver
-from perfgate.runner.plan import Selection
+from perfgate.runner.plan import Selection, prepare
 from perfgate.telemetry.fingerprint import collect_fingerprint
 
 

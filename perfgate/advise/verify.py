@@ -32,9 +32,8 @@ from perfgate.documents.advice import Outcome, Verification
 from perfgate.errors import UsageError
 from perfgate.metrics import metric_values
 from perfgate.result import WorkloadResult
-from perfgate.run import prepare
 from perfgate.runner.interleave import Arm, InterleaveObserver, run_interleaved
-from perfgate.runner.plan import Selection, available_workloads
+from perfgate.runner.plan import Selection, available_workloads, prepare
 from perfgate.stats.compare import compare_metric, correct
 from perfgate.workloads.protocol import KnobValue
 

@@ -24,9 +24,9 @@ from perfgate.documents.calibration import Calibration
 from perfgate.errors import UsageError
 from perfgate.metrics import METRICS, metric_values
 from perfgate.result import RunSettings, WorkloadResult
-from perfgate.run import prepare, resolve_device
+from perfgate.runner.device import resolve_device
 from perfgate.runner.orchestrator import RunObserver, run_workloads
-from perfgate.runner.plan import Selection
+from perfgate.runner.plan import Selection, prepare
 from perfgate.stats.power import (
     min_detectable,
     noise_sigma,

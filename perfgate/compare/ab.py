@@ -36,9 +36,10 @@ from perfgate.config import Config, load_config
 from perfgate.documents.verdict import CompareVerdict, WorkloadVerdict
 from perfgate.errors import InfrastructureError, UsageError, last_line
 from perfgate.result import RunResult, RunSettings, SourceInfo, WorkloadResult, write_result
-from perfgate.run import prepare, resolve_device, run_fingerprint, utc_now
+from perfgate.run import run_fingerprint, utc_now
+from perfgate.runner.device import resolve_device
 from perfgate.runner.interleave import Arm, InterleaveObserver, run_interleaved
-from perfgate.runner.plan import Selection
+from perfgate.runner.plan import Selection, prepare
 from perfgate.runner.source import collect_source
 from perfgate.thresholds import Thresholds
 

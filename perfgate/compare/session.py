@@ -55,7 +55,7 @@ from perfgate.documents.calibration import Calibration
 from perfgate.documents.verdict import CompareVerdict, InconclusivePolicy
 from perfgate.errors import InfrastructureError, PerfgateError, UsageError
 from perfgate.result import RunResult, load_result
-from perfgate.run import resolve_device
+from perfgate.runner.device import resolve_device
 from perfgate.runner.interleave import InterleaveObserver
 from perfgate.runner.plan import Selection, parse_slowdown
 from perfgate.thresholds import Thresholds

@@ -60,10 +60,11 @@ from perfgate.errors import ExitCode, PerfgateError, UsageError
 from perfgate.files import write_json_atomic, write_text_atomic
 from perfgate.names import check_name
 from perfgate.result import RunResult, write_result
-from perfgate.run import prepare, resolve_device, run_fingerprint, utc_now
+from perfgate.run import run_fingerprint, utc_now
+from perfgate.runner.device import resolve_device
 from perfgate.runner.interleave import InterleaveObserver
 from perfgate.runner.orchestrator import RunObserver, run_workloads
-from perfgate.runner.plan import PlannedWorkload, Selection
+from perfgate.runner.plan import PlannedWorkload, Selection, prepare
 from perfgate.runner.source import collect_source
 from perfgate.runner.strays import adopt_orphans, descendants, kill_strays
 

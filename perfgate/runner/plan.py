@@ -17,6 +17,7 @@ from perfgate.errors import UsageError
 from perfgate.names import check_name
 from perfgate.result import RunSettings
 from perfgate.stats.power import minimum_repeats
+from perfgate.telemetry.host import default_thread_count
 from perfgate.workloads.builtin import BUILTIN_WORKLOADS, SUITES
 from perfgate.workloads.definition import WorkloadDefinition
 from perfgate.workloads.knobs import parse_knob_assignments, resolve_knobs
@@ -310,3 +311,10 @@ def _check_settings(settings: RunSettings) -> None:
     for ok, problem, fix in checks:
         if not ok:
             raise UsageError(problem, fix)
+
+
+def prepare(config: Config, selection: Selection) -> tuple[list[PlannedWorkload], RunSettings]:
+    """The plan and settings, threads pinned to the physical cores unless configured."""
+    if selection.threads is None and config.threads is None:
+        selection = replace(selection, threads=default_thread_count())
+    return make_plan(config, selection)
