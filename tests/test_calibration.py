@@ -31,14 +31,13 @@ from perfgate.calibration.measure import (
     robust_cv,
     within_process_cv,
 )
-from perfgate.report.calibration import calibration_row, calibration_table
-from perfgate.store.calibration import latest_calibrations, save_calibrations
 from perfgate.cli import app
 from perfgate.compare.sequential import DEFAULT_MAX_ROUNDS
 from perfgate.config import load_config
 from perfgate.documents.calibration import CALIBRATION, Calibration, CalibrationReport
 from perfgate.documents.verdict import MetricComparison
 from perfgate.errors import ExitCode, UsageError
+from perfgate.report.calibration import calibration_row, calibration_table
 from perfgate.result import (
     RepeatResult,
     RepeatStatus,
@@ -58,6 +57,7 @@ from perfgate.stats.power import (
     repeats_needed_tuned,
 )
 from perfgate.stats.sequential import narrowest_band, sequential_design
+from perfgate.store.calibration import latest_calibrations, save_calibrations
 from perfgate.store.engine import MIGRATIONS, SchemaOutOfDate, make_engine, upgrade_database
 from perfgate.telemetry.fingerprint import fingerprint_key
 

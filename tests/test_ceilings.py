@@ -29,7 +29,6 @@ from perfgate.ceilings.bench import (
     matmul_flops,
     pinned_threads,
 )
-from perfgate.report.ceilings import ceilings_document, ceilings_table
 from perfgate.ceilings.store import (
     ceilings_path,
     environment_key,
@@ -39,6 +38,7 @@ from perfgate.ceilings.store import (
     stored_ceilings,
 )
 from perfgate.errors import ExitCode, UsageError
+from perfgate.report.ceilings import ceilings_document, ceilings_table
 from perfgate.report.run_summary import CEILING_HINT
 from perfgate.result import (
     FlopCount,

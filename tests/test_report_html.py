@@ -32,9 +32,9 @@ from perfgate.documents.verdict import verdict_document
 from perfgate.errors import UsageError
 from perfgate.report.chart_batch import PARALLEL_FROM
 from perfgate.report.documents import merged_advice, read_advice
+from perfgate.report.formatting import format_seconds, signed_percent
 from perfgate.report.html_report import render_html
-from perfgate.report.page import anchor, build_page, signed_percent
-from perfgate.report.run_summary import format_seconds
+from perfgate.report.page import anchor, build_page
 from perfgate.result import RunResult, SourceInfo, load_result, write_result
 from perfgate.store.engine import make_engine
 from perfgate.store.ingest import store_run

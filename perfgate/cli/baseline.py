@@ -56,7 +56,7 @@ def show(
 ) -> None:
     """The baselines in the database, with how and why each was set."""
     from perfgate.baseline.session import stored_baselines  # lazy: the database stack
-    from perfgate.report.run_summary import format_seconds  # lazy: the run summary's renderers
+    from perfgate.report.formatting import format_seconds  # lazy: the report's renderers
 
     rows = guarded(lambda: stored_baselines(config, branch, include_retired=all_))
     table = PlainTable(title="baselines", title_justify="left")

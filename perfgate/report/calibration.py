@@ -8,7 +8,7 @@ from rich.table import Table
 
 from perfgate.calibration.explain import percent
 from perfgate.documents.calibration import Calibration
-from perfgate.report.run_summary import format_seconds
+from perfgate.report.formatting import format_seconds
 from perfgate.report.terminal import PlainTable
 from perfgate.stats.power import DEFAULT_MAX_REPEATS
 

@@ -7,6 +7,7 @@ from rich.table import Table
 from perfgate import __version__
 from perfgate.ceilings.bench import Ceilings, Measurement
 from perfgate.documents.ceilings import CeilingsReport
+from perfgate.report.formatting import format_bandwidth, format_tflops
 from perfgate.report.terminal import PlainTable
 
 _BANDWIDTH_LABELS = {
@@ -15,16 +16,6 @@ _BANDWIDTH_LABELS = {
     "h2d_pinned": "host→device, pinned",
     "h2d_pageable": "host→device, pageable",
 }
-
-
-def format_tflops(tflops: float) -> str:
-    """A FLOP rate with the unit a reader expects: GFLOP/s on a CPU, TFLOP/s on a GPU."""
-    return f"{tflops:.1f} TFLOP/s" if tflops >= 1 else f"{tflops * 1e3:.1f} GFLOP/s"
-
-
-def format_bandwidth(bytes_per_s: float) -> str:
-    """Bytes per second in decimal GB/s, as bandwidths are quoted on datasheets."""
-    return f"{bytes_per_s / 1e9:.1f} GB/s"
 
 
 def _size(name: str, measurement: Measurement) -> str:

@@ -56,7 +56,7 @@ from perfgate.documents.verdict import (
 from perfgate.errors import ExitCode, InfrastructureError, PerfgateError, UsageError
 from perfgate.files import write_text_atomic
 from perfgate.report.anchors import anchor
-from perfgate.report.run_summary import format_value
+from perfgate.report.formatting import format_value, signed, signed_percent
 from perfgate.report.templating import environment
 from perfgate.thresholds import LOSS_RELATIVE_TOLERANCE
 
@@ -481,7 +481,7 @@ def _described(workload: WorkloadVerdict, comparison: MetricComparison) -> str:
     low, high = comparison.ci_low, comparison.ci_high
     return (
         f"{escape_text(workload.name, limit=CELL_LIMIT)} {escape_text(comparison.metric)} "
-        f"{_percent(comparison.ratio)} (90 % CI {_signed(low)} … {_signed(high)} %)"
+        f"{signed_percent(comparison.ratio)} (90 % CI {signed(low)} … {signed(high)} %)"
     )
 
 
@@ -606,22 +606,13 @@ def _metric_row(workload: WorkloadVerdict, c: MetricComparison) -> dict[str, str
         "metric": escape_cell(c.metric),
         "baseline": format_value(c.metric, c.baseline_median),
         "head": format_value(c.metric, c.head_median),
-        "change": f"{_percent(c.ratio)} ({_signed(c.ci_low)} … {_signed(c.ci_high)})",
+        "change": f"{signed_percent(c.ratio)} ({signed(c.ci_low)} … {signed(c.ci_high)})",
         "threshold": f"±{c.threshold * 100:.3g} %",
         "detectable": "never"
         if math.isinf(c.min_detectable)
         else f"{c.min_detectable * 100:.1f} %",
         "verdict": c.verdict.replace("_", " "),
     }
-
-
-def _percent(ratio: float) -> str:
-    return f"{_signed(ratio)} %"
-
-
-def _signed(ratio: float) -> str:
-    """A worse-is-greater ratio as a signed percentage: 1.081 → +8.1."""
-    return f"{(ratio - 1) * 100:+.1f}"
 
 
 def _report(link: str | None) -> tuple[str | None, str | None]:

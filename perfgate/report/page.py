@@ -27,14 +27,15 @@ from perfgate.errors import last_line
 from perfgate.report import charts
 from perfgate.report.anchors import anchor
 from perfgate.report.chart_batch import ChartBatch
-from perfgate.report.run_summary import (
-    CEILING_HINT,
-    distributed_facts,
+from perfgate.report.formatting import (
+    change_interval,
     format_bytes,
     format_flops,
     format_seconds,
     format_value,
+    signed_percent,
 )
+from perfgate.report.run_summary import CEILING_HINT, distributed_facts
 from perfgate.result import RunResult, WorkloadResult
 
 VERDICT_WORDS = {
@@ -247,8 +248,8 @@ def _verdict_sentence(
             more = f"; {others} more workload{'s' if others > 1 else ''} too" if others else ""
             return (
                 f"{name}: {_label(c['metric'])} {_direction_words(c['ratio'])} "
-                f"(90 % interval {_interval(c)}), beyond its ±{c['threshold']:.0%} "
-                f"threshold{more}."
+                f"(90 % interval {change_interval(c['ci_low'], c['ci_high'])}), "
+                f"beyond its ±{c['threshold']:.0%} threshold{more}."
             )
     if overall == "inconclusive":
         hits = worst("inconclusive")
@@ -409,7 +410,7 @@ def _comparison_row(workload: str, c: Mapping[str, Any]) -> ComparisonRow:
         baseline=format_value(metric, c["baseline_median"]),
         head=format_value(metric, c["head_median"]),
         change=signed_percent(c["ratio"]),
-        interval=_interval(c),
+        interval=change_interval(c["ci_low"], c["ci_high"]),
         threshold=f"±{c['threshold']:.0%}",
         min_detectable=f"{detectable:.1%}" if detectable is not None else "never (∞)",
         verdict=c["verdict"].replace("_", " "),
@@ -689,15 +690,6 @@ def _run_of(results: Sequence[RunResult], workload: WorkloadResult) -> str:
 
 
 # --- formatting --------------------------------------------------------------------------------
-
-
-def signed_percent(ratio: float) -> str:
-    """A worse-is-greater ratio as a signed change: 1.081 → ``+8.1 %`` (positive is worse)."""
-    return f"{(ratio - 1) * 100:+.1f} %"
-
-
-def _interval(c: Mapping[str, Any]) -> str:
-    return f"{(c['ci_low'] - 1) * 100:+.1f} … {(c['ci_high'] - 1) * 100:+.1f} %"
 
 
 def _direction_words(ratio: float) -> str:

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perfgate.documents.diagnosis import WorkloadDiagnosis
+from perfgate.report.formatting import format_bytes, format_flops, format_seconds
 from perfgate.report.terminal import PlainTable
 from perfgate.result import RunResult, WorkloadResult
 
@@ -65,36 +66,6 @@ def workload_row(workload: WorkloadResult) -> list[str | Text]:
         format_bytes(summary.peak_memory_bytes),
         f"{summary.final_loss:.4f}" if summary.final_loss is not None else "—",
     ]
-
-
-def format_seconds(value: float) -> str:
-    """Seconds with a unit that keeps three significant digits readable."""
-    if value >= 1:
-        return f"{value:.3f} s"
-    if value >= 1e-3:
-        return f"{value * 1e3:.2f} ms"
-    return f"{value * 1e6:.1f} µs"
-
-
-def format_flops(tflops: float | None) -> str:
-    """Achieved FLOP rate with a unit (CPU runs reach GFLOP/s, GPUs hundreds of TFLOP/s)."""
-    if tflops is None:
-        return "—"
-    if tflops >= 1:
-        return f"{tflops:.1f} T"
-    return f"{tflops * 1e3:.1f} G"
-
-
-def format_bytes(value: int | None) -> str:
-    """Binary-prefixed bytes, or a dash when unknown."""
-    if value is None:
-        return "—"
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"
 
 
 def mfu_notes(result: RunResult) -> list[str]:
@@ -208,14 +179,3 @@ def failure_lines(result: RunResult) -> list[str]:
         detail = text[-1] if workload.status == "error" else text[0]
         lines.append(f"{workload.name}: {workload.status} — {detail}")
     return lines
-
-
-def format_value(metric: str, value: float) -> str:
-    """A metric's value in its unit, as the terminal table's readers know it."""
-    if metric == "step_time_s":
-        return format_seconds(value)
-    if metric == "peak_memory_bytes":
-        return format_bytes(round(value))
-    if metric == "mfu":
-        return f"{value:.1%}"
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"

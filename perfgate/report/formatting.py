@@ -1,0 +1,74 @@
+"""How perfgate writes numbers, units and intervals, for every surface: the terminal tables,
+the PR comment and job summary, and the HTML report.
+
+One module, so a step time, a FLOP rate or a change reads the same wherever it is shown.
+Renderers only format; nothing here decides.
+"""
+
+from __future__ import annotations
+
+
+def format_seconds(value: float) -> str:
+    """Seconds with a unit that keeps three significant digits readable."""
+    if value >= 1:
+        return f"{value:.3f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:.2f} ms"
+    return f"{value * 1e6:.1f} µs"
+
+
+def format_flops(tflops: float | None) -> str:
+    """Achieved FLOP rate with a unit (CPU runs reach GFLOP/s, GPUs hundreds of TFLOP/s)."""
+    if tflops is None:
+        return "—"
+    if tflops >= 1:
+        return f"{tflops:.1f} T"
+    return f"{tflops * 1e3:.1f} G"
+
+
+def format_bytes(value: int | None) -> str:
+    """Binary-prefixed bytes, or a dash when unknown."""
+    if value is None:
+        return "—"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
+
+
+def format_value(metric: str, value: float) -> str:
+    """A metric's value in its unit, as the terminal table's readers know it."""
+    if metric == "step_time_s":
+        return format_seconds(value)
+    if metric == "peak_memory_bytes":
+        return format_bytes(round(value))
+    if metric == "mfu":
+        return f"{value:.1%}"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def format_tflops(tflops: float) -> str:
+    """A FLOP rate with the unit a reader expects: GFLOP/s on a CPU, TFLOP/s on a GPU."""
+    return f"{tflops:.1f} TFLOP/s" if tflops >= 1 else f"{tflops * 1e3:.1f} GFLOP/s"
+
+
+def format_bandwidth(bytes_per_s: float) -> str:
+    """Bytes per second in decimal GB/s, as bandwidths are quoted on datasheets."""
+    return f"{bytes_per_s / 1e9:.1f} GB/s"
+
+
+def signed(ratio: float) -> str:
+    """A worse-is-greater ratio as a signed percentage: 1.081 → ``+8.1``."""
+    return f"{(ratio - 1) * 100:+.1f}"
+
+
+def signed_percent(ratio: float) -> str:
+    """A worse-is-greater ratio as a signed change: 1.081 → ``+8.1 %`` (positive is worse)."""
+    return f"{signed(ratio)} %"
+
+
+def change_interval(low: float, high: float) -> str:
+    """An interval of worse-is-greater ratios as signed percentages: ``+2.0 … +9.7 %``."""
+    return f"{signed(low)} … {signed(high)} %"
