@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perfgate.result import RunResult, SourceInfo, WorkloadResult, load_result
+from perfgate.documents.result import RunResult, SourceInfo, WorkloadResult, load_result
 from perfgate.telemetry.peaks import lookup_peak
 
 

@@ -134,10 +134,10 @@ def demo_report(directory: Path) -> str:
     from perfgate.compare.gate import compare_runs
     from perfgate.diagnose.session import diagnose_runs
     from perfgate.documents.advice import ADVICE
+    from perfgate.documents.result import load_result
     from perfgate.documents.verdict import verdict_document
     from perfgate.report.html_report import render_html
     from perfgate.report.page import build_page
-    from perfgate.result import load_result
     from perfgate.store.engine import make_engine
     from perfgate.store.ingest import store_run
     from perfgate.store.report_history import load_histories

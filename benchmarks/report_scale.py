@@ -54,11 +54,11 @@ from perfgate.compare.gate import compare_runs
 from perfgate.diagnose.session import diagnose_runs
 from perfgate.documents.advice import ADVICE, AdviceReport
 from perfgate.documents.history import HistoryRun, WorkloadHistory
+from perfgate.documents.result import RunResult, WorkloadResult, load_result
 from perfgate.documents.verdict import verdict_document
 from perfgate.report import charts
 from perfgate.report.html_report import render_html
 from perfgate.report.page import build_page
-from perfgate.result import RunResult, WorkloadResult, load_result
 from perfgate.runner.summary import summarize_workload
 
 ROOT = Path(__file__).resolve().parent.parent

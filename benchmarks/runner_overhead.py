@@ -37,7 +37,7 @@ import psutil
 from scipy import stats
 
 from perfgate.config import load_config
-from perfgate.result import RunSettings
+from perfgate.documents.result import RunSettings
 from perfgate.runner.orchestrator import SAMPLE_INTERVAL_S, worker_spec
 from perfgate.runner.plan import Selection, make_plan
 from perfgate.runner.process import run_worker

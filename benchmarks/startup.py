@@ -47,7 +47,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from perfgate.config import load_config
-from perfgate.result import RepeatResult, RunSettings
+from perfgate.documents.result import RepeatResult, RunSettings
 from perfgate.runner.forkserver import START_ENV, worker_launcher
 from perfgate.runner.orchestrator import run_repeat
 from perfgate.runner.plan import PlannedWorkload, Selection, make_plan

@@ -22,7 +22,7 @@ import numpy as np
 from sqlmodel import Session
 
 from perfgate.baseline.refresh import refresh_baselines
-from perfgate.result import (
+from perfgate.documents.result import (
     RepeatResult,
     RunResult,
     RunSettings,

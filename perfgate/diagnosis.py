@@ -17,8 +17,8 @@ from typing import Any
 from perfgate.advise.evidence import profile_workloads
 from perfgate.config import load_config
 from perfgate.diagnose.session import WorkloadDiagnosis, diagnose_result
+from perfgate.documents.result import load_result
 from perfgate.files import check_writable
-from perfgate.result import load_result
 from perfgate.run import RunWatch, execute_run
 from perfgate.runner.plan import Selection
 

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from perfgate.documents.result import RunResult, load_result, write_result
 from perfgate.errors import UsageError
 from perfgate.files import check_output_path
-from perfgate.result import RunResult, load_result, write_result
 from perfgate.telemetry.fingerprint import fingerprint_differences, fingerprint_key
 
 MERGE_NAMESPACE = uuid.UUID("9b0f3a52-6a5e-4d1e-9d8e-3f1c2b7a4e60")

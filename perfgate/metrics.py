@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from perfgate.result import FlopCount, RepeatResult, WorkloadResult
+from perfgate.documents.result import FlopCount, RepeatResult, WorkloadResult
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ CONDITIONS = (
     "gpu_other_processes",
     "gpu_sm_mhz",
 )
-"""The fields of ``perfgate.result.RepeatConditions`` that are kept per repeat."""
+"""The fields of ``perfgate.documents.result.RepeatConditions`` that are kept per repeat."""
 
 
 def condition_values(workload: WorkloadResult) -> dict[str, list[float]]:

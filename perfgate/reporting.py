@@ -15,11 +15,11 @@ from typing import Any
 from perfgate.config import load_config
 from perfgate.diagnose.session import diagnose_runs
 from perfgate.documents.history import DEFAULT_HISTORY_RUNS, WorkloadHistory
+from perfgate.documents.result import load_result
 from perfgate.documents.verdict import VERDICT
 from perfgate.files import check_output_path
 from perfgate.report.documents import advice_beside, read_advice
 from perfgate.report.html_report import write_report
-from perfgate.result import load_result
 from perfgate.run import utc_now
 
 

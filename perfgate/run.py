@@ -18,9 +18,9 @@ from typing import Any
 from perfgate import __version__
 from perfgate.ceilings.store import lookup_ceilings
 from perfgate.config import Config, load_config
+from perfgate.documents.result import RunResult, RunSettings, write_result
 from perfgate.errors import InfrastructureError, UsageError
 from perfgate.files import check_writable
-from perfgate.result import RunResult, RunSettings, write_result
 from perfgate.runner.device import resolve_device
 from perfgate.runner.forkserver import start_method
 from perfgate.runner.launch import run_world

@@ -23,7 +23,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
-from perfgate.result import (
+from perfgate.documents.result import (
     FlopCount,
     RepeatResult,
     RunResult,

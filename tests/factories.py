@@ -21,15 +21,7 @@ from perfgate.documents.ceilings import (
     RateSamples,
 )
 from perfgate.documents.diagnosis import Diagnosis, DiagnosisReport, WorkloadDiagnosis
-from perfgate.documents.snapshot import BaselineSnapshot, MetricStatistics, SnapshotRun
-from perfgate.documents.verdict import (
-    CompareVerdict,
-    ErrorDocument,
-    MetricComparison,
-    SideQuality,
-    WorkloadVerdict,
-)
-from perfgate.result import (
+from perfgate.documents.result import (
     FlopCount,
     RankResult,
     RepeatConditions,
@@ -39,6 +31,14 @@ from perfgate.result import (
     SourceInfo,
     WorkloadResult,
     WorkloadSummary,
+)
+from perfgate.documents.snapshot import BaselineSnapshot, MetricStatistics, SnapshotRun
+from perfgate.documents.verdict import (
+    CompareVerdict,
+    ErrorDocument,
+    MetricComparison,
+    SideQuality,
+    WorkloadVerdict,
 )
 
 RUN_ID = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"

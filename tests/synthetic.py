@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from perfgate.result import (
+from perfgate.documents.result import (
     RepeatConditions,
     RepeatResult,
     RunResult,

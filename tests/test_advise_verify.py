@@ -29,7 +29,7 @@ from perfgate.advise import verify
 from perfgate.advise.ranking import Advice
 from perfgate.advise.verify import WorkloadUnderTest, verify_advice
 from perfgate.config import Config
-from perfgate.result import RepeatResult, WorkloadResult, WorkloadStatus, WorkloadSummary
+from perfgate.documents.result import RepeatResult, WorkloadResult, WorkloadStatus, WorkloadSummary
 from perfgate.runner.interleave import Arm
 from perfgate.runner.plan import Selection
 from perfgate.trace.facts import cpu_cores_available

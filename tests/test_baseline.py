@@ -13,8 +13,7 @@ from sqlmodel import Session, col, select
 
 from perfgate.baseline.export import export_baselines
 from perfgate.baseline.refresh import RefreshPolicy, refresh_baselines
-from perfgate.documents.snapshot import baseline_key, snapshot_path
-from perfgate.result import (
+from perfgate.documents.result import (
     RepeatResult,
     RunResult,
     RunSettings,
@@ -22,6 +21,7 @@ from perfgate.result import (
     WorkloadResult,
     WorkloadSummary,
 )
+from perfgate.documents.snapshot import baseline_key, snapshot_path
 from perfgate.store.engine import make_engine
 from perfgate.store.ingest import store_run, store_runs
 from perfgate.store.tables import BaselineRow, ChangePointRow

@@ -28,8 +28,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import IntegrityError
 
 from perfgate.baseline.refresh import refresh_baselines
-from perfgate.documents.snapshot import baseline_key
-from perfgate.result import (
+from perfgate.documents.result import (
     RepeatResult,
     RunResult,
     RunSettings,
@@ -37,6 +36,7 @@ from perfgate.result import (
     WorkloadResult,
     WorkloadSummary,
 )
+from perfgate.documents.snapshot import baseline_key
 from perfgate.store.engine import make_engine
 from perfgate.store.ingest import store_runs
 from perfgate.telemetry.fingerprint import fingerprint_key

@@ -35,10 +35,7 @@ from perfgate.cli import app
 from perfgate.compare.sequential import DEFAULT_MAX_ROUNDS
 from perfgate.config import load_config
 from perfgate.documents.calibration import CALIBRATION, Calibration, CalibrationReport
-from perfgate.documents.verdict import MetricComparison
-from perfgate.errors import ExitCode, UsageError
-from perfgate.report.calibration import calibration_row, calibration_table
-from perfgate.result import (
+from perfgate.documents.result import (
     RepeatResult,
     RepeatStatus,
     RunResult,
@@ -47,6 +44,9 @@ from perfgate.result import (
     load_result,
     write_result,
 )
+from perfgate.documents.verdict import MetricComparison
+from perfgate.errors import ExitCode, UsageError
+from perfgate.report.calibration import calibration_row, calibration_table
 from perfgate.runner.orchestrator import RunObserver
 from perfgate.runner.plan import PlannedWorkload, Selection
 from perfgate.stats.power import (

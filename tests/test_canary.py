@@ -14,8 +14,8 @@ from conftest_db import fake_run
 from fixture_types import CliRun
 from sqlmodel import Session
 
+from perfgate.documents.result import load_result
 from perfgate.errors import ExitCode, UsageError
-from perfgate.result import load_result
 from perfgate.runner.canary import SlowdownInjector, reference_step_s
 from perfgate.runner.plan import parse_slowdown
 from perfgate.store.engine import make_engine

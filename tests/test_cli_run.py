@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from fixture_types import CliRun
 
+from perfgate.documents.result import load_result
 from perfgate.errors import ExitCode
-from perfgate.result import load_result
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parent.parent

@@ -14,11 +14,11 @@ from perfgate.compare.baseline_source import from_result
 from perfgate.compare.conditions import condition_blocks, differing_conditions
 from perfgate.compare.gate import compare_runs, comparison_seed
 from perfgate.compare.sequential import SequentialJudge, judge_interleaved
-from perfgate.documents.verdict import CompareVerdict, MetricComparison
-from perfgate.result import (
+from perfgate.documents.result import (
     RepeatConditions,
     RunResult,
 )
+from perfgate.documents.verdict import CompareVerdict, MetricComparison
 from perfgate.runner.conditions import repeat_conditions
 from perfgate.runner.interleave import ArmRounds
 from perfgate.thresholds import Thresholds

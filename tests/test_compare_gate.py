@@ -12,13 +12,13 @@ from synthetic import ENVIRONMENT, synthetic_run
 
 from perfgate.compare.baseline_source import from_result
 from perfgate.compare.gate import compare_runs
-from perfgate.documents.verdict import CompareVerdict, verdict_document
-from perfgate.errors import ExitCode, InfrastructureError, UsageError
-from perfgate.result import (
+from perfgate.documents.result import (
     RunResult,
     WorkloadStatus,
     write_result,
 )
+from perfgate.documents.verdict import CompareVerdict, verdict_document
+from perfgate.errors import ExitCode, InfrastructureError, UsageError
 
 
 def run(

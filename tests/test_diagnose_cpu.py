@@ -29,8 +29,8 @@ import pytest
 from conftest_disk import on_disk
 from fixture_types import CliRun
 
+from perfgate.documents.result import WorkloadResult, load_result
 from perfgate.errors import ExitCode
-from perfgate.result import WorkloadResult, load_result
 
 pytestmark = [
     pytest.mark.slow,

@@ -11,8 +11,14 @@ import pytest
 
 from perfgate.distributed.ranks import combine_ranks, read_rank_documents
 from perfgate.distributed.summary import distributed_summary
+from perfgate.documents.result import (
+    RESULT,
+    RankResult,
+    RepeatResult,
+    load_result,
+    result_from_dict,
+)
 from perfgate.files import rank_output_path, rank_trace_path
-from perfgate.result import RESULT, RankResult, RepeatResult, load_result, result_from_dict
 from perfgate.runner.launch import torchrun_command
 from perfgate.runner.pycommand import module_command
 

@@ -20,10 +20,10 @@ from perfgate.documents.calibration import CALIBRATION
 from perfgate.documents.ceilings import CEILINGS, CEILINGS_STORE
 from perfgate.documents.diagnosis import DIAGNOSIS
 from perfgate.documents.kinds import KINDS
+from perfgate.documents.result import RESULT
 from perfgate.documents.snapshot import SNAPSHOT
 from perfgate.documents.verdict import ERROR, VERDICT
 from perfgate.errors import UsageError
-from perfgate.result import RESULT
 
 MAXIMAL: dict[str, Callable[[], Any]] = {
     RESULT.name: factories.run,

@@ -20,8 +20,8 @@ import psutil
 import pytest
 
 from perfgate.config import load_config
+from perfgate.documents.result import RepeatResult
 from perfgate.errors import UsageError
-from perfgate.result import RepeatResult
 from perfgate.runner import forkserver
 from perfgate.runner.forkserver import START_ENV, ForkServer, start_method, worker_launcher
 from perfgate.runner.interleave import Arm, run_interleaved

@@ -24,6 +24,7 @@ from perfgate.compare.gate import compare_runs
 from perfgate.compare.membership import GatedWorkload, with_membership
 from perfgate.compare.trusted import trusted_database_url
 from perfgate.config import Config, _build
+from perfgate.documents.result import RunResult
 from perfgate.documents.snapshot import snapshot_path
 from perfgate.documents.verdict import (
     ERROR,
@@ -35,7 +36,6 @@ from perfgate.documents.verdict import (
 )
 from perfgate.errors import InfrastructureError, UsageError
 from perfgate.names import check_key, check_name, confined, is_name
-from perfgate.result import RunResult
 from perfgate.runner.environment import worker_environment
 from perfgate.runner.pycommand import module_command
 from perfgate.runner.strays import adopt_orphans, descendants, kill_strays

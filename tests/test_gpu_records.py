@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.result import load_result
+from perfgate.documents.result import load_result
 from perfgate.telemetry.peaks import lookup_peak
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from perfgate.config import load_config
+from perfgate.documents.result import RepeatResult, RunSettings
 from perfgate.errors import UsageError
-from perfgate.result import RepeatResult, RunSettings
 from perfgate.runner import interleave
 from perfgate.runner.interleave import Arm, run_interleaved
 from perfgate.runner.plan import PlannedWorkload, Selection, make_plan

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from fixture_types import CliRun
 
+from perfgate.documents.result import RunResult, load_result, write_result
 from perfgate.errors import UsageError
 from perfgate.merge import merge_shards
-from perfgate.result import RunResult, load_result, write_result
 
 H200 = Path(__file__).resolve().parent / "data" / "h200" / "gpu-bf16.json"
 

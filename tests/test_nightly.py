@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from perfgate.documents.result import load_result, write_result
 from perfgate.merge import merge_shards
-from perfgate.result import load_result, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 NIGHTLY = ROOT / "scripts" / "nightly.sh"

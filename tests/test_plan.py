@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from perfgate.config import load_config
+from perfgate.documents.result import RunSettings
 from perfgate.errors import UsageError
-from perfgate.result import RunSettings
 from perfgate.runner.plan import SMOKE_DEFAULTS, PlannedWorkload, Selection, make_plan
 from perfgate.stats.power import minimum_repeats
 

@@ -28,6 +28,7 @@ from perfgate.compare.gate import compare_runs
 from perfgate.diagnose.session import diagnose_runs
 from perfgate.documents.advice import ADVICE, AdviceReport, WorkloadAdvice
 from perfgate.documents.history import WorkloadHistory
+from perfgate.documents.result import RunResult, SourceInfo, load_result, write_result
 from perfgate.documents.verdict import verdict_document
 from perfgate.errors import UsageError
 from perfgate.report.chart_batch import PARALLEL_FROM
@@ -35,7 +36,6 @@ from perfgate.report.documents import merged_advice, read_advice
 from perfgate.report.formatting import format_seconds, signed_percent
 from perfgate.report.html_report import render_html
 from perfgate.report.page import anchor, build_page
-from perfgate.result import RunResult, SourceInfo, load_result, write_result
 from perfgate.store.engine import make_engine
 from perfgate.store.ingest import store_run
 from perfgate.store.report_history import load_histories

@@ -10,9 +10,7 @@ from typing import Any
 
 import pytest
 
-from perfgate.errors import UsageError
-from perfgate.files import write_json_atomic
-from perfgate.result import (
+from perfgate.documents.result import (
     RepeatResult,
     RunResult,
     RunSettings,
@@ -23,6 +21,8 @@ from perfgate.result import (
     validate_document,
     write_result,
 )
+from perfgate.errors import UsageError
+from perfgate.files import write_json_atomic
 
 
 def tiny_result() -> RunResult:

@@ -12,8 +12,8 @@ import psutil
 import pytest
 from fixture_types import CliRun
 
+from perfgate.documents.result import load_result
 from perfgate.errors import ExitCode
-from perfgate.result import load_result
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,8 @@ import pytest
 from conftest_db import STEP_TIMES, count_rows, fake_run, query
 from fixture_types import CliRun
 
+from perfgate.documents.result import write_result
 from perfgate.errors import ExitCode, UsageError
-from perfgate.result import write_result
 from perfgate.store.engine import StoreUnavailable, make_engine
 from perfgate.store.ingest import RunConflict, store_run
 

@@ -19,8 +19,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel
 
+from perfgate.documents.result import write_result
 from perfgate.errors import ExitCode, InfrastructureError
-from perfgate.result import write_result
 from perfgate.store import tables
 from perfgate.store.engine import (
     MIGRATIONS,

@@ -29,9 +29,9 @@ from perfgate.advise.catalogue import EVIDENCE, Evidence
 from perfgate.advise.trace_evidence import trace_evidence
 from perfgate.config import Config
 from perfgate.distributed.summary import step_imbalance
+from perfgate.documents.result import RunSettings
 from perfgate.errors import PerfgateError, UsageError
 from perfgate.files import rank_trace_path
-from perfgate.result import RunSettings
 from perfgate.runner.device import resolve_device
 from perfgate.runner.forkserver import ForkServer, worker_launcher
 from perfgate.runner.orchestrator import SAMPLE_INTERVAL_S, worker_spec

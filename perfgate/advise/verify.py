@@ -29,9 +29,9 @@ from perfgate.advise.ranking import Advice, rank, with_status
 from perfgate.compare.gate import losses_match
 from perfgate.config import Config
 from perfgate.documents.advice import Outcome, Verification
+from perfgate.documents.result import WorkloadResult
 from perfgate.errors import UsageError
 from perfgate.metrics import metric_values
-from perfgate.result import WorkloadResult
 from perfgate.runner.interleave import Arm, InterleaveObserver, run_interleaved
 from perfgate.runner.plan import Selection, available_workloads, prepare
 from perfgate.stats.compare import compare_metric, correct

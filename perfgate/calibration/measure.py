@@ -21,9 +21,9 @@ from datetime import datetime, timezone
 
 from perfgate.config import Config
 from perfgate.documents.calibration import Calibration
+from perfgate.documents.result import RunSettings, WorkloadResult
 from perfgate.errors import UsageError
 from perfgate.metrics import METRICS, metric_values
-from perfgate.result import RunSettings, WorkloadResult
 from perfgate.runner.device import resolve_device
 from perfgate.runner.orchestrator import RunObserver, run_workloads
 from perfgate.runner.plan import Selection, prepare

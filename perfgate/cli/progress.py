@@ -15,7 +15,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from perfgate.result import WorkloadResult
+from perfgate.documents.result import WorkloadResult
 from perfgate.runner.plan import PlannedWorkload
 
 if TYPE_CHECKING:

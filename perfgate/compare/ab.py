@@ -33,9 +33,15 @@ from perfgate.compare.membership import GatedWorkload
 from perfgate.compare.sequential import ABBudget, SequentialJudge, judge_interleaved
 from perfgate.compare.worktrees import Checkout, checked_out, repository_root, resolve_commit
 from perfgate.config import Config, load_config
+from perfgate.documents.result import (
+    RunResult,
+    RunSettings,
+    SourceInfo,
+    WorkloadResult,
+    write_result,
+)
 from perfgate.documents.verdict import CompareVerdict, WorkloadVerdict
 from perfgate.errors import InfrastructureError, UsageError, last_line
-from perfgate.result import RunResult, RunSettings, SourceInfo, WorkloadResult, write_result
 from perfgate.run import run_fingerprint, utc_now
 from perfgate.runner.device import resolve_device
 from perfgate.runner.interleave import Arm, InterleaveObserver, run_interleaved

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfgate.documents.result import MAX_STEP_S, RunResult, WorkloadResult
 from perfgate.documents.snapshot import (
     SNAPSHOT,
     MetricStatistics,
@@ -19,7 +20,6 @@ from perfgate.documents.snapshot import (
 )
 from perfgate.errors import UsageError
 from perfgate.metrics import CONDITION_PREFIX, condition_values, metric_values
-from perfgate.result import MAX_STEP_S, RunResult, WorkloadResult
 from perfgate.telemetry.fingerprint import fingerprint_key
 
 

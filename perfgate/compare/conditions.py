@@ -4,9 +4,10 @@ A baseline measured last night and a head measured now differ in more than their
 neighbour's job, a throttled clock, another process on the GPU. On this project's 2-core CI
 machine a 25 % slower head was judged a 26 % *improvement* because the load dropped between the
 two runs. The interleaved A/B cancels such drift; a stored-baseline comparison cannot, so it
-may only conclude when the recorded conditions (``perfgate.result.RepeatConditions``) of the two
-sides agree. Otherwise its verdict is *inconclusive*, with the difference named, and the PR gate
-settles it by an interleaved A/B (``compare --confirm``).
+may only conclude when the recorded conditions of the two sides
+(``perfgate.documents.result.RepeatConditions``) agree. Otherwise its verdict is
+*inconclusive*, with the difference named, and the PR gate settles it by an interleaved A/B
+(``compare --confirm``).
 
 Each condition is compared on the medians over repeats, against a tolerance tied to the
 threshold being judged: a difference that could by itself move the step time by half the

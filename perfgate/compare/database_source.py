@@ -12,8 +12,8 @@ from pathlib import Path
 from sqlmodel import Session
 
 from perfgate.compare.baseline_source import BaselineWorkload, baseline_workload, checked_metrics
+from perfgate.documents.result import RunResult
 from perfgate.documents.snapshot import baseline_key
-from perfgate.result import RunResult
 from perfgate.store.engine import make_engine
 from perfgate.store.history import environment_fingerprint, live_baseline, stored_metrics
 from perfgate.telemetry.fingerprint import fingerprint_key

@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 from perfgate.compare.baseline_source import BaselineWorkload, conditions_of, throttled_share
 from perfgate.compare.conditions import condition_blocks
+from perfgate.documents.result import RunResult, WorkloadResult
 from perfgate.documents.verdict import CompareVerdict, MetricComparison, Overall, WorkloadVerdict
 from perfgate.errors import InfrastructureError, UsageError, last_line
 from perfgate.metrics import METRICS, metric_values
-from perfgate.result import RunResult, WorkloadResult
 from perfgate.stats.compare import compare_metric, correct
 from perfgate.telemetry.fingerprint import fingerprint_differences, fingerprint_notes
 from perfgate.thresholds import LOSS_RELATIVE_TOLERANCE, Thresholds

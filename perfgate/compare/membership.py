@@ -23,9 +23,9 @@ from dataclasses import dataclass, replace
 
 from perfgate.compare.gate import overall_verdict
 from perfgate.config import Config
+from perfgate.documents.result import RunResult
 from perfgate.documents.verdict import CompareVerdict, WorkloadVerdict
 from perfgate.errors import UsageError
-from perfgate.result import RunResult
 from perfgate.runner.plan import Selection, make_plan
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from perfgate.diagnose.session import diagnose_runs
 from perfgate.documents.advice import ADVICE, AdviceReport
+from perfgate.documents.result import RunResult
 from perfgate.documents.verdict import CompareVerdict, InconclusivePolicy, verdict_document
 from perfgate.errors import PerfgateError
 from perfgate.files import write_json_atomic
@@ -23,7 +24,6 @@ from perfgate.report.compare_markdown import (
     write_markdown,
 )
 from perfgate.report.html_report import write_report
-from perfgate.result import RunResult
 from perfgate.run import utc_now
 
 

@@ -37,10 +37,10 @@ from perfgate.compare.gate import (
     with_derived_verdicts,
 )
 from perfgate.config import Config
+from perfgate.documents.result import RunResult, WorkloadResult
 from perfgate.documents.verdict import CompareVerdict, MetricComparison, WorkloadVerdict
 from perfgate.errors import UsageError
 from perfgate.metrics import METRICS, metric_values, steady_median
-from perfgate.result import RunResult, WorkloadResult
 from perfgate.runner.interleave import MIN_ROUNDS, ArmRounds, RoundReading
 from perfgate.stats.compare import compare_metric, correct
 from perfgate.stats.sequential import (

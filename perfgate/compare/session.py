@@ -52,9 +52,9 @@ from perfgate.compare.trusted import TrustedInputs, head_view, trusted_inputs
 from perfgate.compare.worktrees import checked_out, repository_root
 from perfgate.config import Config, load_config
 from perfgate.documents.calibration import Calibration
+from perfgate.documents.result import RunResult, load_result
 from perfgate.documents.verdict import CompareVerdict, InconclusivePolicy
 from perfgate.errors import InfrastructureError, PerfgateError, UsageError
-from perfgate.result import RunResult, load_result
 from perfgate.runner.device import resolve_device
 from perfgate.runner.interleave import InterleaveObserver
 from perfgate.runner.plan import Selection, parse_slowdown

@@ -15,8 +15,8 @@ from perfgate.diagnose.classify import classify
 from perfgate.diagnose.signals import combined, evidence_signals, run_signals
 from perfgate.documents.advice import AdviceReport
 from perfgate.documents.diagnosis import DIAGNOSIS, Diagnosis, DiagnosisReport, WorkloadDiagnosis
+from perfgate.documents.result import RunResult, WorkloadResult
 from perfgate.files import write_json_atomic
-from perfgate.result import RunResult, WorkloadResult
 
 
 def diagnose_workload(

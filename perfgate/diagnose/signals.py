@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from perfgate.diagnose.classify import Signals
-from perfgate.result import WorkloadResult
+from perfgate.documents.result import WorkloadResult
 
 COMPUTE_KERNELS = ("matmul_share", "conv_share", "attention_share")
 """High arithmetic intensity: many FLOPs per byte moved (the roofline's compute side)."""

@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from perfgate.result import RankResult, RepeatResult
+from perfgate.documents.result import RankResult, RepeatResult
 
 
 def distributed_summary(repeats: Sequence[RepeatResult]) -> dict[str, Any]:

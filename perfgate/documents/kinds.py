@@ -10,9 +10,9 @@ from perfgate.documents.base import DocumentKind
 from perfgate.documents.calibration import CALIBRATION
 from perfgate.documents.ceilings import CEILINGS, CEILINGS_STORE
 from perfgate.documents.diagnosis import DIAGNOSIS
+from perfgate.documents.result import RESULT
 from perfgate.documents.snapshot import SNAPSHOT
 from perfgate.documents.verdict import ERROR, VERDICT
-from perfgate.result import RESULT
 
 KINDS: tuple[DocumentKind[Any], ...] = (
     RESULT,

@@ -55,11 +55,11 @@ from perfgate.compare.trusted import TrustedInputs, head_view, trusted_from
 from perfgate.compare.worktrees import checked_out, repository_root
 from perfgate.config import Config, load_config
 from perfgate.documents.advice import ADVICE, AdviceReport
+from perfgate.documents.result import RunResult, write_result
 from perfgate.documents.verdict import ERROR, ErrorDocument
 from perfgate.errors import ExitCode, PerfgateError, UsageError
 from perfgate.files import write_json_atomic, write_text_atomic
 from perfgate.names import check_name
-from perfgate.result import RunResult, write_result
 from perfgate.run import run_fingerprint, utc_now
 from perfgate.runner.device import resolve_device
 from perfgate.runner.interleave import InterleaveObserver

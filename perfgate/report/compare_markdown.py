@@ -267,7 +267,7 @@ def append_step_summary(markdown: str, environ: Mapping[str, str] | None = None)
 
 def write_markdown(path: Path, markdown: str) -> None:
     """Write ``markdown`` atomically: a later CI step posting the file as a comment never reads
-    half a verdict (:func:`perfgate.result.write_text_atomic`)."""
+    half a verdict (:func:`perfgate.documents.result.write_text_atomic`)."""
     write_text_atomic(path, markdown, option="--markdown")
 
 

@@ -15,10 +15,10 @@ from typing import Any
 from perfgate.documents.advice import AdviceReport
 from perfgate.documents.diagnosis import Diagnosis
 from perfgate.documents.history import WorkloadHistory
+from perfgate.documents.result import RunResult
 from perfgate.files import write_text_atomic
 from perfgate.report.page import Page, build_page
 from perfgate.report.templating import environment
-from perfgate.result import RunResult
 
 REPORT_TEMPLATE = "report.html.j2"
 

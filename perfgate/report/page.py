@@ -23,6 +23,7 @@ from markupsafe import Markup
 from perfgate.documents.advice import Advice, AdviceReport, Verification, WorkloadAdvice
 from perfgate.documents.diagnosis import Diagnosis
 from perfgate.documents.history import WorkloadHistory
+from perfgate.documents.result import RunResult, WorkloadResult
 from perfgate.errors import last_line
 from perfgate.report import charts
 from perfgate.report.anchors import anchor
@@ -36,7 +37,6 @@ from perfgate.report.formatting import (
     signed_percent,
 )
 from perfgate.report.run_summary import CEILING_HINT, distributed_facts
-from perfgate.result import RunResult, WorkloadResult
 
 VERDICT_WORDS = {
     "pass": "pass",

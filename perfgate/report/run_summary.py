@@ -9,9 +9,9 @@ from rich.table import Table
 from rich.text import Text
 
 from perfgate.documents.diagnosis import WorkloadDiagnosis
+from perfgate.documents.result import RunResult, WorkloadResult
 from perfgate.report.formatting import format_bytes, format_flops, format_seconds
 from perfgate.report.terminal import PlainTable
-from perfgate.result import RunResult, WorkloadResult
 
 
 def summary_table(result: RunResult) -> Table:

@@ -5,7 +5,8 @@ ago; if a neighbour was taking the CPU during one side and not the other, the ra
 neighbour. The parent's sampler already watches the machine while the worker runs
 (``perfgate.telemetry.sampler``); this module reduces its series, over the samples whose windows
 overlap the timed steps, to the few figures that say whether two sides ran under the same
-conditions (``perfgate.result.RepeatConditions``; judged in ``perfgate.compare.conditions``).
+conditions (``perfgate.documents.result.RepeatConditions``; judged in
+``perfgate.compare.conditions``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from perfgate.result import RepeatConditions
+from perfgate.documents.result import RepeatConditions
 
 
 def repeat_conditions(

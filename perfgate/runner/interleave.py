@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from perfgate.documents.result import RepeatResult, RunSettings, WorkloadResult
 from perfgate.errors import UsageError
-from perfgate.result import RepeatResult, RunSettings, WorkloadResult
 from perfgate.runner.forkserver import ForkServer, worker_launcher
 from perfgate.runner.orchestrator import run_repeat, workload_result
 from perfgate.runner.plan import PlannedWorkload

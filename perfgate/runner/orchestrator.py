@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from perfgate.result import RankResult, RepeatResult, RunSettings, WorkloadResult
+from perfgate.documents.result import RankResult, RepeatResult, RunSettings, WorkloadResult
 from perfgate.runner.conditions import repeat_conditions
 from perfgate.runner.forkserver import ForkServer, worker_launcher
 from perfgate.runner.plan import PlannedWorkload

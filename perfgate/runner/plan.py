@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from perfgate.config import Config
+from perfgate.documents.result import RunSettings
 from perfgate.errors import UsageError
 from perfgate.names import check_name
-from perfgate.result import RunSettings
 from perfgate.stats.power import minimum_repeats
 from perfgate.telemetry.host import default_thread_count
 from perfgate.workloads.builtin import BUILTIN_WORKLOADS, SUITES

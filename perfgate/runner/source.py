@@ -7,7 +7,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from perfgate.result import SourceInfo
+from perfgate.documents.result import SourceInfo
 
 GIT = ("git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
 """git, with the settings that run programs turned off: the code under test runs as the same

@@ -34,8 +34,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any, SupportsIndex
 
+from perfgate.documents.result import RepeatConditions
 from perfgate.errors import UsageError
-from perfgate.result import RepeatConditions
 
 STEP_CLOCK_ENV = "PERFGATE_TEST_STEP_CLOCK"
 _KEYS = ("between", "within", "load", "step", "seed")

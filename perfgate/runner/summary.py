@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from perfgate.distributed.summary import distributed_summary
+from perfgate.documents.result import FlopCount, RepeatResult, WorkloadSummary
 from perfgate.metrics import flops_per_step as per_step_flops
 from perfgate.metrics import peak_memory_values, steady_median
-from perfgate.result import FlopCount, RepeatResult, WorkloadSummary
 from perfgate.telemetry.peaks import PeakLookup, lookup_peak, mfu
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from sqlmodel import Session, col, select
 
 from perfgate.documents.base import build, json_ready
 from perfgate.documents.calibration import Calibration
-from perfgate.result import RunResult
+from perfgate.documents.result import RunResult
 from perfgate.store.engine import make_engine, unavailable_on_error, write_transaction
 from perfgate.store.tables import CalibrationRow
 from perfgate.telemetry.fingerprint import fingerprint_key

@@ -19,9 +19,9 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.sql.dml import Insert
 from sqlmodel import Session, SQLModel, col
 
+from perfgate.documents.result import RepeatResult, RunResult, WorkloadResult
 from perfgate.errors import UsageError
 from perfgate.metrics import condition_values, metric_values, steady_median
-from perfgate.result import RepeatResult, RunResult, WorkloadResult
 from perfgate.store.engine import make_engine, unavailable_on_error, write_transaction
 from perfgate.store.tables import (
     EnvironmentRow,

@@ -13,8 +13,8 @@ from pathlib import Path
 from sqlmodel import Session
 
 from perfgate.documents.history import DEFAULT_HISTORY_RUNS, HistoryRun, WorkloadHistory
+from perfgate.documents.result import RunResult
 from perfgate.documents.snapshot import baseline_key
-from perfgate.result import RunResult
 from perfgate.store.engine import database_exists, make_engine, masked_url
 from perfgate.store.history import (
     baseline_members,

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfgate.config import load_config
+from perfgate.documents.result import RunResult, load_result
 from perfgate.errors import UsageError
-from perfgate.result import RunResult, load_result
 from perfgate.store.engine import masked_url, upgrade_database
 from perfgate.store.ingest import store_runs
 from perfgate.store.maintenance import PruneOutcome, prune_samples
