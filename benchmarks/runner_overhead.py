@@ -38,6 +38,7 @@ from scipy import stats
 
 from perfgate.config import load_config
 from perfgate.documents.result import RunSettings
+from perfgate.documents.worker import WorkerSpec
 from perfgate.runner.orchestrator import SAMPLE_INTERVAL_S, worker_spec
 from perfgate.runner.plan import Selection, make_plan
 from perfgate.runner.process import run_worker
@@ -68,13 +69,12 @@ def bare_mean_step(workload: str, preset: str, threads: int, warmup: int, steps:
     return float(json.loads(completed.stdout.strip().splitlines()[-1])["mean_step_s"])
 
 
-def perfgate_mean_step(spec: dict[str, object], scratch: Path, label: str) -> float:
+def perfgate_mean_step(spec: WorkerSpec, scratch: Path, label: str) -> float:
     """Mean step time of the same loop under perfgate's worker, telemetry sampler on."""
     outcome = run_worker(spec, scratch, label, 600, None, SAMPLE_INTERVAL_S)
-    if outcome.status != "ok":
+    if outcome.measurement is None:
         raise SystemExit(f"perfgate worker failed: {outcome.error}")
-    times = outcome.document["step_times_s"]
-    return statistics.fmean(times)
+    return statistics.fmean(outcome.measurement.step_times_s)
 
 
 def instrumentation_cost(iterations: int = 20000) -> float:
@@ -185,7 +185,7 @@ def in_process_ab(
         command("start")
         measured = measure_steps(setup, source, "cpu", 0, block_steps, {})
         command("stop")
-        return statistics.fmean(measured["step_times_s"])
+        return statistics.fmean(measured.step_times_s)
 
     ratios = []
     for block in range(blocks):

@@ -249,7 +249,7 @@ def write_json_atomic(path: Path, data: Any, *, option: str = "--out") -> None:
 
 
 def rank_output_path(out_path: Path, rank: int) -> Path:
-    """Where rank ``rank`` of a distributed worker writes its document: ``x.out.json`` →
+    """Where rank ``rank`` of a distributed worker writes its report: ``x.out.json`` →
     ``x.out.rank1.json`` (the parent reads them all, ``perfgate.distributed.ranks``)."""
     return out_path.with_name(f"{out_path.stem}.rank{rank}{out_path.suffix}")
 

@@ -40,6 +40,17 @@ from perfgate.documents.verdict import (
     SideQuality,
     WorkloadVerdict,
 )
+from perfgate.documents.worker import (
+    CommunicationWindow,
+    CountedFlops,
+    Measurement,
+    ProfileReport,
+    ProfilerWindow,
+    RankPlace,
+    StepClockSpec,
+    WorkerReport,
+    WorkerSpec,
+)
 
 RUN_ID = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
 HASH = "ab" * 32
@@ -462,3 +473,94 @@ def advice_report() -> AdviceReport:
         name="broken", preset="smoke", knobs={}, status="error", error="ValueError: bad shape"
     )
     return AdviceReport(device="cuda", workloads=[workload_advice(), failed])
+
+
+def worker_spec(**changes: Any) -> WorkerSpec:
+    """A distributed first repeat's spec with every field set (a real one profiles or times,
+    not both)."""
+    fields: dict[str, Any] = {
+        "name": "gpt",
+        "factory": "team.bench:make_gpt",
+        "python_path": ["/work/project"],
+        "preset": "full",
+        "params": {"layers": 4, "lr": 0.001, "name": "tiny"},
+        "knobs": {"precision": "bf16", "compile": False, "batch_size": 32, "x": None, "lr": 0.1},
+        "device": "cuda",
+        "seed": 7,
+        "threads": 2,
+        "warmup": 2,
+        "steps": 4,
+        "timeout_s": 600.0,
+        "count_flops": True,
+        "inject_slowdown": 0.1,
+        "nproc_per_node": 2,
+        "environment_allow": ["HF_HOME"],
+        "step_clock": StepClockSpec(between=0.02, within=0.01, load=1.5, step=0.001, seed=99),
+        "clock_witness": Path("/tmp/scratch/gpt-0.clock"),
+        "communication": ProfilerWindow(steps=3, trace_path=Path("/tmp/scratch/gpt-0.comm.json")),
+        "profile": ProfilerWindow(steps=5, trace_path=Path("/tmp/scratch/gpt.trace.json")),
+    }
+    return WorkerSpec(**{**fields, **changes})
+
+
+def measurement(**changes: Any) -> Measurement:
+    """A timed GPU repeat's measurement (for :func:`worker_spec`'s 2 warm-up and 4 measured
+    steps) with every field set."""
+    fields: dict[str, Any] = {
+        "timer": "cuda_event",
+        "threads": 2,
+        "first_step_s": 0.8,
+        "warmup_times_s": [0.8, 0.011],
+        "step_times_s": [0.0102, 0.0100, 0.0101, 0.0099],
+        "steady_start": 1,
+        "dataloader_wait_s": [0.0, 0.0001, 0.0, 0.0],
+        "losses": [2.4, 2.3, 2.2, None, 2.1, 2.0],
+        "inject_reference_s": 0.011,
+        "injected_s_per_step": 0.0011,
+        "epoch_restarts": 1,
+        "peak_memory": {"rss_bytes": 400_000_000, "cuda_allocated_bytes": 2**30},
+        "phases": {"start": 1.1, "imports_done": 1.5, "measure_start": 2.0, "measure_end": 2.1},
+        "samples_per_step": 32,
+        "tokens_per_step": 32 * 256,
+        "compute_dtype": "bf16",
+        "analytic_flops_per_step": 1.1e12,
+        "analytic_formula": "6N + 12LHQT",
+        "flops": CountedFlops(counted_per_step=10**12, by_operator={"aten.mm": 9 * 10**11}),
+        "applied_knobs": {"precision": "bf16", "compile": False},
+        "setup_info": {"parameters": 10**6, "optimizer": {"class": "AdamW", "fused": True}},
+        "communication": CommunicationWindow(
+            device="cuda",
+            backend="nccl",
+            steps=3,
+            window_us=30000.0,
+            compute_us=24000.0,
+            compute_us_per_step=[8000.0, 8100.0, 7900.0],
+            communication_us=9000.0,
+            exposed_us=3000.0,
+            collectives=12,
+            share=0.3,
+            exposed_share=0.1,
+            overlap=0.6667,
+        ),
+    }
+    return Measurement(**{**fields, **changes})
+
+
+def worker_report(**changes: Any) -> WorkerReport:
+    """Rank 1's report with every field set (a real one holds a measurement or a profile, and
+    an error only when it failed)."""
+    fields: dict[str, Any] = {
+        "status": "ok",
+        "error": "RuntimeError: only when it failed",
+        "failed_at": 1.7e9,
+        "rank": RankPlace(rank=1, world_size=2, backend="nccl"),
+        "measurement": measurement(),
+        "profile": ProfileReport(
+            trace_path=Path("/tmp/scratch/gpt.trace.rank1.json"),
+            profiled_steps=5,
+            threads=2,
+            applied_knobs={"precision": "bf16"},
+            facts={"device": "cuda", "batch_size": 32.0, "optimizer_fused": True},
+        ),
+    }
+    return WorkerReport(**{**fields, **changes})

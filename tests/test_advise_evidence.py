@@ -15,6 +15,7 @@ import os
 import re
 import statistics
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from perfgate.advise.evidence import (
 )
 from perfgate.advise.trace_evidence import trace_evidence
 from perfgate.config import Config, load_config
+from perfgate.documents.worker import ProfilerWindow
 from perfgate.runner.orchestrator import worker_spec
 from perfgate.runner.plan import Selection, make_plan
 from perfgate.trace.capture import profile_workload
@@ -281,12 +283,11 @@ def test_the_profile_spec_is_a_timed_spec_plus_the_profile_entry(tmp_path: Path)
     [planned], settings = make_plan(Config(root=tmp_path), selection)
     spec = profile_spec(planned, settings, "cpu", 4, tmp_path / "t.json")
     timed = worker_spec(planned, settings, "cpu", count_flops=False)
-    assert spec["profile"] == {"steps": 4, "trace_path": str(tmp_path / "t.json")}
-    assert spec["inject_slowdown"] is None  # a canary's extra cost never enters the evidence
-    assert {k: v for k, v in spec.items() if k not in ("profile", "inject_slowdown")} == {
-        k: v for k, v in timed.items() if k != "inject_slowdown"
-    }
-    assert spec["knobs"]["channels_last"] is True
+    assert spec.profile == ProfilerWindow(steps=4, trace_path=tmp_path / "t.json")
+    assert spec.inject_slowdown is None  # a canary's extra cost never enters the evidence
+    assert timed.inject_slowdown == 0.05
+    assert spec == replace(timed, profile=spec.profile, inject_slowdown=None)
+    assert spec.knobs["channels_last"] is True
     assert workload_kind(planned) == "convnet"
 
 

@@ -23,6 +23,7 @@ from perfgate.documents.kinds import KINDS
 from perfgate.documents.result import RESULT
 from perfgate.documents.snapshot import SNAPSHOT
 from perfgate.documents.verdict import ERROR, VERDICT
+from perfgate.documents.worker import WORKER_REPORT, WORKER_SPEC
 from perfgate.errors import UsageError
 
 MAXIMAL: dict[str, Callable[[], Any]] = {
@@ -35,6 +36,8 @@ MAXIMAL: dict[str, Callable[[], Any]] = {
     SNAPSHOT.name: factories.snapshot,
     ADVICE.name: factories.advice_report,
     DIAGNOSIS.name: factories.diagnosis_report,
+    WORKER_SPEC.name: factories.worker_spec,
+    WORKER_REPORT.name: factories.worker_report,
 }
 """A maximal document of every format (every optional field set)."""
 

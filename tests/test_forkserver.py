@@ -81,11 +81,13 @@ def one_repeat(
     timeout_s: float = 120,
     threads: int | None = None,
 ) -> tuple[RepeatResult, dict[str, Any]]:
+    """One repeat of ``workload``: its result, and the setup information it reported."""
     selection = Selection(
         workloads=[workload], repeats=1, steps=3, warmup=1, timeout_s=timeout_s, threads=threads
     )
     plan, settings = make_plan(load_config(cwd=project), selection)
-    return run_repeat(plan[0], settings, "cpu", {}, scratch, index, launcher=launcher)
+    repeat, measured = run_repeat(plan[0], settings, "cpu", {}, scratch, index, launcher=launcher)
+    return repeat, dict(measured.setup_info) if measured is not None else {}
 
 
 @pytest.mark.slow
@@ -94,7 +96,7 @@ def one_repeat(
 def test_a_repeat_is_a_fresh_process_in_its_own_session_either_way(
     faulty_project: Path, tmp_path: Path, launcher: ForkServer | None, mark: str
 ) -> None:
-    repeat, document = one_repeat(
+    repeat, info = one_repeat(
         faulty_project, "describes_its_process", tmp_path, launcher, threads=1
     )
     assert repeat.status == "ok", repeat.error
@@ -109,7 +111,6 @@ def test_a_repeat_is_a_fresh_process_in_its_own_session_either_way(
         "measure_end",
     ]
     assert sorted(repeat.phases, key=repeat.phases.__getitem__) == names  # no cuda_ready on cpu
-    info = document["setup_info"]
     assert info["sid"] == info["pid"]  # a session (and process group) of its own
     server = launcher.server_pid if launcher is not None else None
     assert info["ppid"] == (server or os.getpid())
@@ -134,11 +135,11 @@ def test_every_child_starts_from_the_servers_state_never_an_earlier_childs(
     infos = []
     servers = []
     for index in range(2):
-        repeat, document = one_repeat(
+        repeat, info = one_repeat(
             faulty_project, "describes_its_process", tmp_path, launcher, index
         )
         assert repeat.status == "ok", repeat.error
-        infos.append(document["setup_info"])
+        infos.append(info)
         assert launcher is not None
         servers.append(launcher.server_pid)
     assert servers[0] == servers[1] == infos[0]["ppid"] == infos[1]["ppid"]
@@ -191,10 +192,10 @@ def test_a_server_dying_mid_repeat_is_a_crash_and_the_next_repeat_gets_a_new_ser
     assert launcher.server_pid is None
     assert marked_processes(mark) == []  # the orphaned worker was killed too
 
-    repeat, document = one_repeat(faulty_project, "describes_its_process", tmp_path, launcher, 1)
+    repeat, info = one_repeat(faulty_project, "describes_its_process", tmp_path, launcher, 1)
     assert repeat.status == "ok", repeat.error
     assert launcher.server_pid is not None
-    assert document["setup_info"]["ppid"] == launcher.server_pid
+    assert info["ppid"] == launcher.server_pid
 
 
 @pytest.mark.slow
@@ -210,11 +211,11 @@ def test_a_server_that_cannot_start_leaves_the_worker_spawned(
         forkserver, "SERVER_COMMAND", (sys.executable, "-c", "import sys; sys.exit(3)")
     )
     for index in range(2):
-        repeat, document = one_repeat(
+        repeat, info = one_repeat(
             faulty_project, "describes_its_process", tmp_path, launcher, index
         )
         assert repeat.status == "ok", repeat.error
-        assert document["setup_info"]["ppid"] == os.getpid()
+        assert info["ppid"] == os.getpid()
         log = (tmp_path / f"describes_its_process-{index}.log").read_text()
         assert log.startswith("perfgate: no fork server (the fork server (pid ")
         assert "exited with code 3); the worker was spawned" in log

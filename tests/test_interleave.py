@@ -11,10 +11,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import factories
 import pytest
 
 from perfgate.config import load_config
 from perfgate.documents.result import RepeatResult, RunSettings
+from perfgate.documents.worker import Measurement
 from perfgate.errors import UsageError
 from perfgate.runner import interleave
 from perfgate.runner.interleave import Arm, run_interleaved
@@ -39,18 +41,18 @@ class Recorder:
         index: int,
         tag: str = "",
         launcher: object = None,
-    ) -> tuple[RepeatResult, dict[str, Any]]:
+    ) -> tuple[RepeatResult, Measurement | None]:
         arm = tag.rstrip("-")
         self.calls.append((arm, planned.definition.name, index))
         if self.clock is not None:
             self.clock[0] += 10.0
         if self.fail_at == (arm, index):
-            return RepeatResult(index=index, status="crashed", error="boom"), {}
+            return RepeatResult(index=index, status="crashed", error="boom"), None
         slow = 1.25 if settings.inject_slowdown else 1.0
         repeat = RepeatResult(
             index=index, status="ok", step_times_s=[0.01 * slow] * 4, losses=[1.0]
         )
-        return repeat, {"samples_per_step": 8}
+        return repeat, factories.measurement(samples_per_step=8)
 
 
 def arms(tmp_path: Path, *workloads: str) -> list[Arm]:

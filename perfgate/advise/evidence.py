@@ -3,12 +3,11 @@
 The parent side of ``perfgate advise`` (and ``perfgate run --profile``). Each selected workload
 is built in a fresh worker process through the same machinery as a timed repeat
 (``perfgate.runner.process.run_worker`` on ``perfgate.runner.orchestrator.worker_spec``, forked
-by one fork server for all of them where it can be), with a ``"profile"`` entry in the spec
-that switches the worker to its profiling mode::
+by one fork server for all of them where it can be), with a ``profile`` window in the spec
+(``ProfilerWindow(steps=5, trace_path=…/gpt.trace.json)``) that switches the worker to its
+profiling mode.
 
-    "profile": {"steps": 5, "trace_path": "/tmp/…/gpt.trace.json"}
-
-The worker writes the trace and returns the live facts; the parent reads the trace once
+The worker writes the trace and reports the live facts; the parent reads the trace once
 (``perfgate.trace.loader``), names what it measures (``trace_evidence``), lays the facts over
 it and derives what needs both (MFU and the GC share need the trace's step time). A worker
 that fails, hangs or crashes becomes a ``ProfiledWorkload`` with its status and error, never an
@@ -21,7 +20,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from perfgate.advise.trace_evidence import trace_evidence
 from perfgate.config import Config
 from perfgate.distributed.summary import step_imbalance
 from perfgate.documents.result import RunSettings
+from perfgate.documents.worker import ProfilerWindow, WorkerSpec
 from perfgate.errors import PerfgateError, UsageError
 from perfgate.files import rank_trace_path
 from perfgate.runner.device import resolve_device
@@ -128,12 +128,11 @@ def profile_workloads(
 
 def profile_spec(
     planned: PlannedWorkload, settings: RunSettings, device: str, steps: int, trace_path: Path
-) -> dict[str, Any]:
-    """A timed repeat's worker spec plus the ``profile`` entry (no FLOP count, no canary)."""
+) -> WorkerSpec:
+    """A timed repeat's worker spec plus the ``profile`` window (no FLOP count, no canary)."""
     spec = worker_spec(planned, settings, device, count_flops=False)
-    spec["inject_slowdown"] = None
-    spec["profile"] = {"steps": steps, "trace_path": str(trace_path)}
-    return spec
+    window = ProfilerWindow(steps=steps, trace_path=trace_path)
+    return replace(spec, inject_slowdown=None, profile=window)
 
 
 def _profile_one(
@@ -158,7 +157,8 @@ def _profile_one(
         SAMPLE_INTERVAL_S,
         launcher=launcher,
     )
-    if outcome.status != "ok":
+    profiled = outcome.profile
+    if profiled is None:
         return ProfiledWorkload(
             name=name, status=outcome.status, error=outcome.error, evidence={}, trace_path=None
         )
@@ -173,9 +173,9 @@ def _profile_one(
             trace_path=None,
         )
     trace = parse_trace(document)
-    evidence = evidence_from_trace(trace, outcome.document.get("facts", {}))
+    evidence = evidence_from_trace(trace, profiled.facts)
     evidence["workload_kind"] = workload_kind(planned)
-    imbalance = ranks_imbalance(trace, trace_path, int(spec.get("nproc_per_node") or 0))
+    imbalance = ranks_imbalance(trace, trace_path, spec.nproc_per_node or 0)
     if imbalance is not None:
         evidence["rank_imbalance"] = imbalance
     kept = None

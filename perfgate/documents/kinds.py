@@ -13,6 +13,7 @@ from perfgate.documents.diagnosis import DIAGNOSIS
 from perfgate.documents.result import RESULT
 from perfgate.documents.snapshot import SNAPSHOT
 from perfgate.documents.verdict import ERROR, VERDICT
+from perfgate.documents.worker import WORKER_REPORT, WORKER_SPEC
 
 KINDS: tuple[DocumentKind[Any], ...] = (
     RESULT,
@@ -24,4 +25,6 @@ KINDS: tuple[DocumentKind[Any], ...] = (
     SNAPSHOT,
     ADVICE,
     DIAGNOSIS,
+    WORKER_SPEC,
+    WORKER_REPORT,
 )

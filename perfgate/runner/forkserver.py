@@ -29,7 +29,7 @@ safe, and equivalent to a spawned worker:
   (:func:`_make_memory_its_own`, ~135 ms): left shared, the pages cost copy-on-write faults in
   the first timed steps, which then measured 13 % slower than a spawned worker's, and peak RSS
   was 18 % lower. Kernels without ``MADV_POPULATE_*`` (before Linux 5.14) keep spawning.
-- **User code only in the children.** Workload modules (``spec["python_path"]``, which differs
+- **User code only in the children.** Workload modules (``WorkerSpec.python_path``, which differs
   between the base and head checkouts of an A/B) are imported by the worker in the child, so
   each side sees its own; the child also drops the server's directory-listing caches
   (``importlib.invalidate_caches``), which may predate a checkout's files.

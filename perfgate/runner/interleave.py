@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from perfgate.documents.result import RepeatResult, RunSettings, WorkloadResult
+from perfgate.documents.worker import Measurement
 from perfgate.errors import UsageError
 from perfgate.runner.forkserver import ForkServer, worker_launcher
 from perfgate.runner.orchestrator import run_repeat, workload_result
@@ -138,16 +139,16 @@ def _interleave_workload(
     observer: InterleaveObserver | None,
     judge: RoundJudge | None,
     launcher: ForkServer | None,
-) -> list[tuple[list[RepeatResult], dict[str, Any]]]:
+) -> list[tuple[list[RepeatResult], Measurement | None]]:
     started = time.monotonic()
-    measured: list[tuple[list[RepeatResult], dict[str, Any]]] = [([], {}) for _ in arms]
+    measured: list[tuple[list[RepeatResult], Measurement | None]] = [([], None) for _ in arms]
     name = planned[0].definition.name
     for round_index in range(rounds):
         shift = round_index % len(arms)
         order = [*range(shift, len(arms)), *range(shift)]
         for arm_index in order:
             arm = arms[arm_index]
-            repeat, document = run_repeat(
+            repeat, measurement = run_repeat(
                 planned[arm_index],
                 arm.settings,
                 device,
@@ -161,8 +162,8 @@ def _interleave_workload(
             repeats.append(repeat)
             if repeat.status != "ok":
                 return measured
-            if not first:
-                measured[arm_index] = (repeats, document)
+            if first is None:
+                measured[arm_index] = (repeats, measurement)
         done = round_index + 1
         elapsed = time.monotonic() - started
         out_of_time = (
@@ -171,7 +172,10 @@ def _interleave_workload(
         reading = None
         if judge is not None:
             progress = [
-                ArmRounds(repeats=repeats, samples_per_step=first.get("samples_per_step"))
+                ArmRounds(
+                    repeats=repeats,
+                    samples_per_step=first.samples_per_step if first is not None else None,
+                )
                 for repeats, first in measured
             ]
             reading = judge.judge_round(name, progress, final=out_of_time or done == rounds)

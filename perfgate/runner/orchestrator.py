@@ -17,7 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from perfgate.documents.result import RankResult, RepeatResult, RunSettings, WorkloadResult
+from perfgate.documents.result import RepeatResult, RunSettings, WorkloadResult
+from perfgate.documents.worker import Measurement, ProfilerWindow, WorkerSpec
 from perfgate.runner.conditions import repeat_conditions
 from perfgate.runner.forkserver import ForkServer, worker_launcher
 from perfgate.runner.plan import PlannedWorkload
@@ -90,9 +91,9 @@ def _run_workload(
     launcher: ForkServer | None = None,
 ) -> WorkloadResult:
     repeats: list[RepeatResult] = []
-    first: dict[str, Any] = {}
+    first: Measurement | None = None
     for index in range(settings.repeats):
-        repeat, document = run_repeat(
+        repeat, measured = run_repeat(
             planned, settings, device, gpu, scratch, index, launcher=launcher
         )
         repeats.append(repeat)
@@ -100,7 +101,7 @@ def _run_workload(
             observer.repeat_finished(planned, index, repeat.status)
         if repeat.status != "ok":
             break
-        first = first or document
+        first = first or measured
     return workload_result(planned, device, gpu, repeats, first, ceilings)
 
 
@@ -113,9 +114,9 @@ def run_repeat(
     index: int,
     tag: str = "",
     launcher: ForkServer | None = None,
-) -> tuple[RepeatResult, dict[str, Any]]:
+) -> tuple[RepeatResult, Measurement | None]:
     """One repeat in a fresh worker process (forked by ``launcher`` when given): its result
-    and the worker's raw document.
+    and, when it is ok, the measurement the worker reported.
 
     FLOPs are counted in repeat 0 only (the count is deterministic and costs a step). Under
     the test harness's ``PERFGATE_TEST_STEP_CLOCK`` the worker times on a virtual clock seeded
@@ -125,12 +126,12 @@ def run_repeat(
     spec = worker_spec(planned, settings, device, count_flops=index == 0)
     clock = step_clock_from_env(os.environ)
     if clock is not None:
-        spec["step_clock"] = clock.for_repeat(f"{label}-{index}")
-    if index == 0 and spec.get("nproc_per_node"):
-        spec["communication"] = {
-            "steps": COMMUNICATION_STEPS,
-            "trace_path": str(scratch / f"{label}-{index}.comm.json"),
-        }
+        spec = replace(spec, step_clock=clock.for_repeat(f"{label}-{index}"))
+    if index == 0 and spec.nproc_per_node:
+        window = ProfilerWindow(
+            steps=COMMUNICATION_STEPS, trace_path=scratch / f"{label}-{index}.comm.json"
+        )
+        spec = replace(spec, communication=window)
 
     def measure(attempt: str) -> RepeatProcessResult:
         return run_worker(
@@ -156,34 +157,34 @@ def run_repeat(
     repeat = _repeat_result(index, outcome)
     if clock is not None:  # the test harness's virtual machine: its own conditions
         repeat = replace(repeat, conditions=clock.conditions())
-    return repeat, outcome.document if outcome.status == "ok" else {}
+    return repeat, outcome.measurement
 
 
 def worker_spec(
     planned: PlannedWorkload, settings: RunSettings, device: str, count_flops: bool
-) -> dict[str, Any]:
-    """The JSON spec one worker process receives (``nproc_per_node`` only for a distributed
+) -> WorkerSpec:
+    """The spec one worker process receives (``nproc_per_node`` only for a distributed
     workload: it makes the repeat a torchrun of that many ranks)."""
     definition = planned.definition
     distributed = definition.distributed
-    return {
-        "name": definition.name,
-        "factory": definition.factory,
-        "python_path": list(definition.python_path),
-        "preset": planned.preset,
-        "params": dict(planned.params),
-        "knobs": dict(planned.knobs),
-        "device": device,
-        "seed": settings.seed,
-        "threads": rank_threads(settings, device) if distributed else settings.threads,
-        "warmup": settings.warmup,
-        "steps": settings.steps,
-        "timeout_s": settings.timeout_s,
-        "count_flops": count_flops,
-        "inject_slowdown": settings.inject_slowdown,
-        "nproc_per_node": settings.nproc_per_node if distributed else None,
-        "environment_allow": list(planned.worker_env),
-    }
+    return WorkerSpec(
+        name=definition.name,
+        factory=definition.factory,
+        python_path=list(definition.python_path),
+        preset=planned.preset,
+        params=dict(planned.params),
+        knobs=dict(planned.knobs),
+        device=device,
+        seed=settings.seed,
+        threads=rank_threads(settings, device) if distributed else settings.threads,
+        warmup=settings.warmup,
+        steps=settings.steps,
+        timeout_s=settings.timeout_s,
+        count_flops=count_flops,
+        inject_slowdown=settings.inject_slowdown,
+        nproc_per_node=settings.nproc_per_node if distributed else None,
+        environment_allow=list(planned.worker_env),
+    )
 
 
 def rank_threads(settings: RunSettings, device: str) -> int | None:
@@ -199,8 +200,8 @@ def rank_threads(settings: RunSettings, device: str) -> int | None:
 
 
 def _repeat_result(index: int, outcome: RepeatProcessResult) -> RepeatResult:
-    doc = outcome.document if outcome.status == "ok" else {}
-    phases = {"spawned": outcome.spawned, **doc.get("phases", {})}
+    measured = outcome.measurement
+    phases = {"spawned": outcome.spawned, **(measured.phases if measured is not None else {})}
     start, end = phases.get("measure_start"), phases.get("measure_end")
     summary = summarize_telemetry(outcome.telemetry, start, end)
     return RepeatResult(
@@ -209,25 +210,36 @@ def _repeat_result(index: int, outcome: RepeatProcessResult) -> RepeatResult:
         error=outcome.error,
         exit_code=outcome.exit_code,
         wall_s=outcome.wall_s,
-        timer=doc.get("timer"),
-        threads=doc.get("threads"),
-        first_step_s=doc.get("first_step_s"),
-        warmup_times_s=doc.get("warmup_times_s", []),
-        step_times_s=doc.get("step_times_s", []),
-        steady_start=doc.get("steady_start", 0),
-        losses=doc.get("losses", []),
-        dataloader_wait_s=doc.get("dataloader_wait_s", []),
-        epoch_restarts=doc.get("epoch_restarts", 0),
-        peak_memory=doc.get("peak_memory", {}),
         phases=phases,
         telemetry=outcome.telemetry,
         telemetry_summary=summary,
         stderr_tail=outcome.stderr_tail if outcome.status != "ok" else None,
-        injected_s_per_step=doc.get("injected_s_per_step"),
-        slowest_rank=doc.get("slowest_rank"),
-        ranks=[RankResult(**rank) for rank in doc["ranks"]] if doc.get("ranks") else None,
         conditions=repeat_conditions(outcome.telemetry, start, end),
+        **_measured_fields(outcome),
     )
+
+
+def _measured_fields(outcome: RepeatProcessResult) -> dict[str, Any]:
+    """An ok repeat's measured fields of its ``RepeatResult`` (a failed one keeps the
+    defaults: no steps, no memory, no ranks)."""
+    measured = outcome.measurement
+    if measured is None:
+        return {}
+    return {
+        "timer": measured.timer,
+        "threads": measured.threads,
+        "first_step_s": measured.first_step_s,
+        "warmup_times_s": list(measured.warmup_times_s),
+        "step_times_s": list(measured.step_times_s),
+        "steady_start": measured.steady_start,
+        "losses": list(measured.losses),
+        "dataloader_wait_s": list(measured.dataloader_wait_s),
+        "epoch_restarts": measured.epoch_restarts,
+        "peak_memory": dict(measured.peak_memory),
+        "injected_s_per_step": measured.injected_s_per_step,
+        "slowest_rank": outcome.slowest_rank,
+        "ranks": outcome.ranks,
+    }
 
 
 def workload_result(
@@ -235,28 +247,28 @@ def workload_result(
     device: str,
     gpu: dict[str, Any],
     repeats: list[RepeatResult],
-    first: dict[str, Any],
+    first: Measurement | None,
     ceilings: StoredCeilings | None = None,
 ) -> WorkloadResult:
-    """The workload's result from its repeats; ``first`` is the first ok worker document
+    """The workload's result from its repeats; ``first`` is the first ok repeat's measurement
     (FLOPs, batch facts and setup information come from it); ``ceilings`` the environment's
     measured ceilings, when stored."""
-    gpu_name = gpu.get("model") or first.get("setup_info", {}).get("cuda_device_name")
+    setup_info = dict(first.setup_info) if first is not None else {}
+    gpu_name = gpu.get("model") or setup_info.get("cuda_device_name")
     failed = next((r for r in repeats if r.status != "ok"), None)
-    counted = first.get("flops") or {}
-    flops = (
-        choose_flops(
-            counted.get("counted_per_step"),
-            first.get("analytic_flops_per_step"),
-            first.get("analytic_formula"),
-            counted.get("by_operator", {}),
+    flops = None
+    if first is not None:
+        counted = first.flops
+        flops = choose_flops(
+            counted.counted_per_step if counted is not None else None,
+            first.analytic_flops_per_step,
+            first.analytic_formula,
+            dict(counted.by_operator) if counted is not None else {},
         )
-        if first
-        else None
-    )
-    samples = first.get("samples_per_step")
-    tokens = first.get("tokens_per_step")
-    dtype = first.get("compute_dtype")
+    samples = first.samples_per_step if first is not None else None
+    tokens = first.tokens_per_step if first is not None else None
+    dtype = first.compute_dtype if first is not None else None
+    applied = first.applied_knobs if first is not None else {}
     definition = planned.definition
     return WorkloadResult(
         name=definition.name,
@@ -265,7 +277,7 @@ def workload_result(
         factory=definition.factory,
         preset=planned.preset,
         definition_hash=planned.definition_hash,
-        knobs={**planned.knobs, **first.get("applied_knobs", {})},
+        knobs={**planned.knobs, **applied},
         params=dict(planned.params),
         device=device,
         status=failed.status if failed else "ok",
@@ -274,7 +286,7 @@ def workload_result(
         tokens_per_step=tokens,
         compute_dtype=dtype,
         flops=flops,
-        setup_info=first.get("setup_info", {}),
+        setup_info=setup_info,
         repeats=repeats,
         summary=summarize_workload(
             repeats,

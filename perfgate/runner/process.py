@@ -1,8 +1,13 @@
 """One repeat in one fresh process: spawn, sample from outside, enforce the time limit, classify.
 
 A distributed repeat (``nproc_per_node`` in the spec) is one ``torchrun`` whose ranks each
-write a document; they are combined (``perfgate.distributed.ranks``) before the same
+write a report; they are combined (``perfgate.distributed.ranks``) before the same
 classification, so a crashed, failed or hung rank ends the repeat like a failed worker would.
+
+The worker's report is untrusted input: the workload's code runs in that process and can write
+anything there. It is read through its format (``perfgate.documents.worker.load_report``), and
+a report that does not fit — not JSON, NaN, a field of the wrong type or missing, steps the
+spec did not ask for — fails the repeat as an untrustworthy measurement, with the reason.
 
 The parent never trusts the child to end well. The worker runs in its own process group so a
 timeout or a crash takes its DataLoader workers down with it, and every way a process can end —
@@ -26,11 +31,21 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from perfgate.distributed.ranks import combine_ranks, read_rank_documents
+from perfgate.distributed.ranks import combine_ranks, read_rank_reports
+from perfgate.documents.result import RankResult
+from perfgate.documents.worker import (
+    WORKER_SPEC,
+    Measurement,
+    ProfileReport,
+    RepeatReport,
+    WorkerReport,
+    WorkerSpec,
+    read_report,
+)
 from perfgate.errors import UsageError
 from perfgate.parent import child_environment
 from perfgate.runner.environment import worker_environment
@@ -47,15 +62,14 @@ WORKER_EXIT_ERROR = 1
 WORKER_EXIT_USAGE = 2
 WORKER_EXIT_CRASH = 70
 """Stands for "a rank wrote no result" (torchrun exits 0 or 1 either way): a crash, never a
-pass, with the ranks' own account in the combined document's error."""
+pass, with the ranks' own account in the combined report's error."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class RepeatProcessResult:
-    """How one worker process ended, with its document when it wrote one."""
+    """How one worker process ended, with its report when the repeat is ok."""
 
     status: str
-    document: dict[str, Any]
     error: str | None
     exit_code: int | None
     spawned: float
@@ -66,10 +80,29 @@ class RepeatProcessResult:
     clock_problem: str | None = None
     """Why the parent's clock does not vouch for the reported steps (``perfgate.runner.witness``);
     None when it does, or when the harness's virtual clock timed them."""
+    report: WorkerReport | None = None
+    """The worker's report (the slowest rank's, of a torchrun) when the repeat is ok: schema-
+    valid and consistent with its spec (``perfgate.documents.worker.load_report``)."""
+    slowest_rank: int | None = None
+    """A torchrun's timed repeat: the rank whose steps ``report`` holds."""
+    ranks: list[RankResult] | None = None
+    """A torchrun's timed repeat: every rank's samples."""
+
+    @property
+    def measurement(self) -> Measurement | None:
+        """An ok timed repeat's measurement."""
+        report = self.report if self.status == "ok" else None
+        return report.measurement if report is not None else None
+
+    @property
+    def profile(self) -> ProfileReport | None:
+        """An ok profiling window's outcome."""
+        report = self.report if self.status == "ok" else None
+        return report.profile if report is not None else None
 
 
 def run_worker(
-    spec: dict[str, Any],
+    spec: WorkerSpec,
     workdir: Path,
     label: str,
     timeout_s: float,
@@ -90,15 +123,15 @@ def run_worker(
     log_path = workdir / f"{label}.log"
     # A profiling run times no steps, and the test harness's virtual clock is not wall time:
     # nothing for the parent to witness in either.
-    witnessed = not spec.get("step_clock") and not spec.get("profile")
+    witnessed = spec.step_clock is None and spec.profile is None
     witness = ClockWitness(workdir, label) if witnessed else None
     if witness is not None:
-        spec = {**spec, "clock_witness": str(witness.path)}
-    spec_path.write_text(json.dumps(spec))
-    environment = worker_environment(os.environ, spec.get("environment_allow", ()))
-    if spec.get("threads"):
-        environment["OMP_NUM_THREADS"] = str(spec["threads"])
-    world_size = int(spec.get("nproc_per_node") or 0)
+        spec = replace(spec, clock_witness=witness.path)
+    spec_path.write_text(json.dumps(WORKER_SPEC.dump(spec)))
+    environment = worker_environment(os.environ, spec.environment_allow)
+    if spec.threads:
+        environment["OMP_NUM_THREADS"] = str(spec.threads)
+    world_size = spec.nproc_per_node or 0
     command = (
         torchrun_command(world_size, spec_path, out_path)
         if world_size
@@ -147,21 +180,25 @@ def run_worker(
         witness.close()
     tail = _tail(log_path)
     if world_size:
-        document = combine_ranks(read_rank_documents(out_path, world_size), world_size)
-        exit_code = _rank_exit_code(exit_code, document)
+        reports, malformed = read_rank_reports(out_path, spec, world_size)
+        reported = combine_ranks(reports, world_size, malformed)
+        exit_code = _rank_exit_code(exit_code, reported)
     else:
-        document = _read_document(out_path)
+        reported = read_report(out_path, spec)
     name = f"torchrun ({world_size} ranks)" if world_size else "worker"
-    status, error = _classify(exit_code, timed_out, document, tail, timeout_s, name, lost)
+    status, error = _classify(exit_code, timed_out, reported, tail, timeout_s, name, lost)
     if status == "usage_error":
         raise UsageError(str(error))
     clock_problem = None
     if witness is not None and status == "ok":
-        clock_problem = window_problem(windows, _reported_steps(document))
+        clock_problem = window_problem(windows, _reported_steps(reported))
+    ok = status == "ok"
     return RepeatProcessResult(
         clock_problem=clock_problem,
         status=status,
-        document=document,
+        report=reported.report if ok else None,
+        slowest_rank=reported.slowest_rank if ok else None,
+        ranks=reported.ranks if ok else None,
         error=error,
         exit_code=exit_code,
         spawned=spawned,
@@ -171,12 +208,12 @@ def run_worker(
     )
 
 
-def _reported_steps(document: dict[str, Any]) -> dict[int, list[float]]:
+def _reported_steps(reported: RepeatReport) -> dict[int, list[float]]:
     """Rank → the measured step times the worker (each rank of a torchrun) reported."""
-    ranks = document.get("ranks")
-    if ranks:
-        return {int(rank["rank"]): list(rank.get("step_times_s") or []) for rank in ranks}
-    return {0: list(document.get("step_times_s") or [])}
+    if reported.ranks:
+        return {rank.rank: list(rank.step_times_s) for rank in reported.ranks}
+    measured = reported.report.measurement if reported.report is not None else None
+    return {0: list(measured.step_times_s) if measured is not None else []}
 
 
 def _kill_tree(process: subprocess.Popen[bytes] | ForkedWorker) -> None:
@@ -204,27 +241,19 @@ def _wait_until_gone(pid: int) -> None:
         psutil.Process(pid).wait(timeout=ORPHAN_WAIT_S)
 
 
-def _rank_exit_code(launcher_code: int | None, document: dict[str, Any]) -> int | None:
+def _rank_exit_code(launcher_code: int | None, reported: RepeatReport) -> int | None:
     """torchrun's exit code in the worker's terms, so one classification serves both.
 
-    torchrun exits 1 whenever a rank failed; the ranks' documents say how. A timeout (None)
+    torchrun exits 1 whenever a rank failed; the ranks' reports say how. A timeout (None)
     stays a timeout, and a failure no rank explained keeps the launcher's own code.
     """
     if launcher_code is None or launcher_code < 0:
         return launcher_code
-    status = document.get("status")
+    status = reported.status
     codes = {"ok": 0, "error": WORKER_EXIT_ERROR, "usage_error": WORKER_EXIT_USAGE}
     if status in codes and (launcher_code != 0 or status == "ok"):
         return codes[str(status)]
     return launcher_code if launcher_code not in (0, WORKER_EXIT_ERROR) else WORKER_EXIT_CRASH
-
-
-def _read_document(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _tail(path: Path) -> str | None:
@@ -235,15 +264,18 @@ def _tail(path: Path) -> str | None:
 def _classify(
     exit_code: int | None,
     timed_out: bool,
-    document: dict[str, Any],
+    reported: RepeatReport,
     tail: str | None,
     timeout_s: float,
     launcher: str = "worker",
     lost: str | None = None,
 ) -> tuple[str, str | None]:
     """Map the way the process ended to a repeat status and error text (``lost``: how the
-    fork server died under a forked worker, whose own end it can then no longer report)."""
-    reported = document.get("status")
+    fork server died under a forked worker, whose own end it can then no longer report).
+
+    A report that cannot be trusted (``malformed``) fails the repeat as an untrustworthy
+    measurement, however the process ended, unless it was killed first (lost or timed out)."""
+    status = reported.status
     if lost is not None:
         reason = f"{lost}, so the worker was killed"
         return "crashed", f"{reason}; output ends with: {tail}" if tail else reason
@@ -252,19 +284,21 @@ def _classify(
             "timeout",
             f"no result within the {timeout_s:g} s timeout; the process group was killed",
         )
-    if exit_code == 0 and reported == "ok":
+    if status == "malformed":
+        return "error", f"untrustworthy measurement: {reported.error}"
+    if exit_code == 0 and status == "ok":
         return "ok", None
-    if exit_code == WORKER_EXIT_USAGE and reported == "usage_error":
-        return "usage_error", document.get("error")
-    if exit_code == WORKER_EXIT_ERROR and reported == "error":
-        return "error", document.get("error")
+    if exit_code == WORKER_EXIT_USAGE and status == "usage_error":
+        return "usage_error", reported.error
+    if exit_code == WORKER_EXIT_ERROR and status == "error":
+        return "error", reported.error
     assert exit_code is not None
     if exit_code < 0:
         name = signal.Signals(-exit_code).name
         hint = " (the kernel's out-of-memory killer sends this)" if name == "SIGKILL" else ""
         reason = f"{launcher} killed by {name}{hint}"
     elif exit_code == WORKER_EXIT_CRASH:
-        reason = f"{launcher}: {document.get('error') or 'a rank wrote no result'}"
+        reason = f"{launcher}: {reported.error or 'a rank wrote no result'}"
     else:
         reason = f"{launcher} exited with code {exit_code} without writing a result"
     return "crashed", f"{reason}; output ends with: {tail}" if tail else reason

@@ -26,45 +26,17 @@ Syntax: ``virtual`` or ``virtual:between=0.02,within=0.01,load=1.0,step=0.001,se
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
-from typing import Any, SupportsIndex
+from typing import SupportsIndex
 
-from perfgate.documents.result import RepeatConditions
+from perfgate.documents.worker import StepClockSpec
 from perfgate.errors import UsageError
 
 STEP_CLOCK_ENV = "PERFGATE_TEST_STEP_CLOCK"
 _KEYS = ("between", "within", "load", "step", "seed")
-
-
-@dataclass(frozen=True, kw_only=True)
-class StepClockSpec:
-    """How the virtual clock of one repeat behaves (travels in the worker's spec)."""
-
-    between: float = 0.02
-    within: float = 0.01
-    load: float = 1.0
-    step: float = 0.001
-    seed: int = 0
-
-    def conditions(self) -> RepeatConditions:
-        """The virtual machine's conditions: only the load it was given competes with it."""
-        return RepeatConditions(
-            samples=0,
-            runqueue_wait_share=round(max(0.0, 1 - 1 / self.load), 4) if self.load > 0 else 0.0,
-            other_cpu_cores=round(max(0.0, self.load - 1), 4),
-            cpu_pressure_share=0.0,
-            steal_share=0.0,
-        )
-
-    def for_repeat(self, label: str) -> dict[str, Any]:
-        """The spec entry for one repeat: the seed mixed with the repeat's own label."""
-        digest = hashlib.sha256(f"{self.seed}:{label}".encode()).digest()
-        return asdict(replace(self, seed=int.from_bytes(digest[:8], "big")))
 
 
 def step_clock_from_env(environ: Mapping[str, str]) -> StepClockSpec | None:
@@ -104,11 +76,11 @@ class VirtualClock:
 
     name = "virtual"
 
-    def __init__(self, spec: Mapping[str, Any]) -> None:
-        self._rng = random.Random(int(spec["seed"]))
-        self._within = float(spec["within"])
-        self._scale = float(spec["load"]) * math.exp(self._rng.gauss(0.0, float(spec["between"])))
-        self._step = float(spec.get("step", 0.001))
+    def __init__(self, spec: StepClockSpec) -> None:
+        self._rng = random.Random(spec.seed)
+        self._within = spec.within
+        self._scale = spec.load * math.exp(self._rng.gauss(0.0, spec.between))
+        self._step = spec.step
         self._now = 0.0
 
     def now(self) -> float:
@@ -128,9 +100,9 @@ class VirtualClock:
         self._now += max(float(seconds), 0.0)
 
 
-def install_step_clock(spec: Mapping[str, Any] | None) -> VirtualClock | None:
+def install_step_clock(spec: StepClockSpec | None) -> VirtualClock | None:
     """In the worker: replace ``time.sleep`` by the virtual clock's when the spec asks for one."""
-    if not spec:
+    if spec is None:
         return None
     clock = VirtualClock(spec)
     time.sleep = clock.sleep

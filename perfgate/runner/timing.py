@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Protocol
 
+from perfgate.documents.worker import Timer
+
 if TYPE_CHECKING:
     from perfgate.runner.step_clock import VirtualClock
 
@@ -18,7 +20,7 @@ if TYPE_CHECKING:
 class StepTimer(Protocol):
     """Marks step boundaries; ``durations()`` returns seconds between consecutive marks."""
 
-    name: str
+    name: Timer
 
     def mark(self) -> None:
         """Record a boundary (before the first step and after every step)."""
@@ -30,7 +32,7 @@ class StepTimer(Protocol):
 class PerfCounterTimer:
     """Host clock for synchronous (CPU) execution."""
 
-    name = "perf_counter"
+    name: Timer = "perf_counter"
 
     def __init__(self) -> None:
         self._marks: list[float] = []
@@ -50,7 +52,7 @@ class CudaEventTimer:
     training.
     """
 
-    name = "cuda_event"
+    name: Timer = "cuda_event"
 
     def __init__(self) -> None:
         import torch
@@ -73,7 +75,7 @@ class CudaEventTimer:
 class VirtualTimer:
     """The test harness's deterministic clock (``perfgate.runner.step_clock``)."""
 
-    name = "virtual"
+    name: Timer = "virtual"
 
     def __init__(self, clock: VirtualClock) -> None:
         self._clock = clock

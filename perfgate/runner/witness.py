@@ -133,7 +133,7 @@ class WindowReporter:
     """The worker's side: writes the markers to the parent's FIFO (never raising: a worker
     whose markers are lost is judged by the parent, not crashed by the reporter)."""
 
-    def __init__(self, path: str | None, rank: int) -> None:
+    def __init__(self, path: Path | str | None, rank: int) -> None:
         self._rank = rank
         self._fd: int | None = None
         if path:

@@ -1,24 +1,26 @@
 """The worker: one repeat of one workload, in a fresh process.
 
-Protocol with the parent (``perfgate.runner.orchestrator``): the parent writes a JSON spec file
-and starts ``python -m perfgate.runner.worker SPEC OUT`` — or has its fork server fork a child
-that calls ``main([SPEC, OUT])`` (``perfgate.runner.forkserver``: as fresh a process, without
-paying for the imports again). The worker builds the workload through its factory, counts FLOPs
-if asked (outside the timed loop), runs warm-up and measured steps, and writes exactly one JSON
-document to OUT atomically. Exit codes:
+Protocol with the parent (``perfgate.runner.orchestrator``): the parent writes a spec file (a
+``perfgate.worker-spec`` document, ``perfgate.documents.worker``) and starts ``python -m
+perfgate.runner.worker SPEC OUT`` — or has its fork server fork a child that calls ``main([SPEC,
+OUT])`` (``perfgate.runner.forkserver``: as fresh a process, without paying for the imports
+again). The worker builds the workload through its factory, counts FLOPs if asked (outside the
+timed loop), runs warm-up and measured steps, and writes exactly one report (a
+``perfgate.worker-report`` document) to OUT atomically. Exit codes:
 
-- 0: measured; OUT holds ``{"status": "ok", ...}``.
-- 1: the workload raised; OUT holds ``{"status": "error", "error": ...}``.
-- 2: bad input (a factory breaking the protocol, a knob the device cannot honour); OUT holds
-  ``{"status": "usage_error", ...}`` and the parent aborts the whole run with exit code 2.
+- 0: measured; the report's status is ``ok`` and it holds the measurement.
+- 1: the workload raised; status ``error``, with the error text.
+- 2: bad input (a factory breaking the protocol, a knob the device cannot honour); status
+  ``usage_error``, and the parent aborts the whole run with exit code 2.
 
-Anything else (a signal, ``os._exit``, an OOM kill, a missing OUT) is a crash, judged by the parent.
+Anything else (a signal, ``os._exit``, an OOM kill, a missing OUT) is a crash, judged by the
+parent, which reads the report as untrusted input: the workload's code runs in this process.
 
 Under ``torchrun`` (``perfgate run --nproc-per-node N``) every rank is such a worker: it joins
 the process group before building the workload (``perfgate.distributed.process_group``) and
-writes its own document next to OUT (``x.out.rank1.json``); the parent merges them.
+writes its own report next to OUT (``x.out.rank1.json``); the parent merges them.
 
-A spec with a ``"profile"`` entry asks for the profiling mode instead (``perfgate advise``): the
+A spec with a ``profile`` window asks for the profiling mode instead (``perfgate advise``): the
 same build and warm-up, then a ``torch.profiler`` window and no timed steps (see
 ``perfgate.trace.capture``). The timed path never imports it.
 """
@@ -31,10 +33,19 @@ import resource
 import sys
 import time
 import traceback
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from perfgate.distributed.process_group import launched_rank, process_group
+from perfgate.documents.worker import (
+    WORKER_REPORT,
+    WORKER_SPEC,
+    Measurement,
+    Timer,
+    WorkerReport,
+    WorkerSpec,
+)
 from perfgate.errors import UsageError
 from perfgate.files import rank_output_path, rank_trace_path, write_json_atomic
 from perfgate.parent import die_with_parent
@@ -49,6 +60,7 @@ from perfgate.workloads.setup import (
     check_setup,
     count_step_flops,
     load_factory,
+    rank_place,
     workload_context,
 )
 
@@ -56,72 +68,76 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 
 
-def run_repeat(spec: dict[str, Any], distributed: DistributedContext | None) -> dict[str, Any]:
-    """Build the workload and measure it; returns the worker's JSON document.
+def run_repeat(spec: WorkerSpec, distributed: DistributedContext | None) -> WorkerReport:
+    """Build the workload and measure it; returns the worker's report.
 
     On a distributed repeat every rank measures its own steps, and the first repeat's ranks then
-    profile a short communication window (``spec["communication"]``).
+    profile a short communication window (``spec.communication``).
     """
     phases = {"start": time.time()}
     import torch
 
     phases["imports_done"] = time.time()
-    if spec["device"] == "cuda":
+    if spec.device == "cuda":
         init_cuda()
         phases["cuda_ready"] = time.time()
-    clock = install_step_clock(spec.get("step_clock"))
+    clock = install_step_clock(spec.step_clock)
     context = workload_context(spec, distributed)
-    reference = spec["factory"]
+    reference = spec.factory
     setup = check_setup(load_factory(reference)(context), reference)
     source = BatchSource(setup.batches, reference)
     phases["setup_done"] = time.time()
 
     flops = None
-    if spec.get("count_flops"):
+    if spec.count_flops:
         flops = count_step_flops(setup, source)
         phases["flops_done"] = time.time()
     measured = measure_steps(
         setup,
         source,
-        spec["device"],
-        spec["warmup"],
-        spec["steps"],
+        spec.device,
+        spec.warmup,
+        spec.steps,
         phases,
-        inject_slowdown=spec.get("inject_slowdown"),
+        inject_slowdown=spec.inject_slowdown,
         clock=clock,
         reporter=WindowReporter(
-            spec.get("clock_witness"), distributed.rank if distributed is not None else 0
+            spec.clock_witness, distributed.rank if distributed is not None else 0
         ),
     )
-    document = {
-        "status": "ok",
-        "threads": torch.get_num_threads(),
-        "flops": flops,
-        "samples_per_step": setup.samples_per_step,
-        "tokens_per_step": setup.tokens_per_step,
-        "compute_dtype": setup.compute_dtype,
-        "analytic_flops_per_step": setup.analytic_flops_per_step,
-        "analytic_formula": setup.analytic_formula,
-        "applied_knobs": dict(setup.knobs),
-        "setup_info": {**describe_setup(setup), **describe_device(spec["device"])},
-        "epoch_restarts": source.epoch_restarts,
-        "peak_memory": peak_memory(spec["device"]),
-        "phases": phases,
-        **measured,
-    }
-    window = spec.get("communication")
-    if distributed is not None:
-        document["rank"] = distributed.rank
-        document["world_size"] = distributed.world_size
-        document["backend"] = distributed.backend
-    if distributed is not None and window:
+    # Read before the communication window, which is no measured step (its batches and memory
+    # are not the repeat's):
+    threads = torch.get_num_threads()
+    setup_info = {**describe_setup(setup), **describe_device(spec.device)}
+    epoch_restarts = source.epoch_restarts
+    memory = peak_memory(spec.device)
+    communication = None
+    window = spec.communication
+    if distributed is not None and window is not None:
         from perfgate.trace.capture import measure_communication  # lazy: profiler, after timing
 
-        trace = rank_trace_path(Path(window["trace_path"]), distributed.rank)
-        document["communication"] = measure_communication(
-            setup, source, spec["device"], int(window["steps"]), trace
-        )
-    return document
+        trace = rank_trace_path(window.trace_path, distributed.rank)
+        communication = measure_communication(setup, source, spec.device, window.steps, trace)
+    return WorkerReport(
+        status="ok",
+        rank=rank_place(distributed),
+        measurement=Measurement(
+            **asdict(measured),
+            threads=threads,
+            epoch_restarts=epoch_restarts,
+            peak_memory=memory,
+            phases=phases,
+            samples_per_step=setup.samples_per_step,
+            tokens_per_step=setup.tokens_per_step,
+            compute_dtype=setup.compute_dtype,
+            analytic_flops_per_step=setup.analytic_flops_per_step,
+            analytic_formula=setup.analytic_formula,
+            flops=flops,
+            applied_knobs=dict(setup.knobs),
+            setup_info=setup_info,
+            communication=communication,
+        ),
+    )
 
 
 def init_cuda() -> None:
@@ -131,6 +147,21 @@ def init_cuda() -> None:
     import torch
 
     torch.cuda.synchronize()
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeasuredSteps:
+    """The timed loop's part of a :class:`~perfgate.documents.worker.Measurement`."""
+
+    timer: Timer
+    first_step_s: float
+    warmup_times_s: list[float]
+    step_times_s: list[float]
+    steady_start: int
+    dataloader_wait_s: list[float]
+    losses: list[float | None]
+    inject_reference_s: float | None
+    injected_s_per_step: float | None
 
 
 def measure_steps(
@@ -143,7 +174,7 @@ def measure_steps(
     inject_slowdown: float | None = None,
     clock: VirtualClock | None = None,
     reporter: WindowReporter | None = None,
-) -> dict[str, Any]:
+) -> MeasuredSteps:
     """Warm-up then measured steps, boundaries marked by the device's timer (or the test
     harness's virtual ``clock``, see ``perfgate.runner.step_clock``).
 
@@ -189,17 +220,17 @@ def measure_steps(
     phases["measure_end"] = time.time()
     remarked = injector is not None or (device == "cuda" and clock is None)
     measured = times[warmup + 1 :] if remarked else times[warmup:]
-    return {
-        "timer": timer.name,
-        "first_step_s": times[0],
-        "warmup_times_s": times[:warmup],
-        "step_times_s": measured,
-        "steady_start": steady_start(measured),
-        "dataloader_wait_s": waits[warmup:],
-        "losses": read_losses(losses),
-        "inject_reference_s": injector.reference_s if injector else None,
-        "injected_s_per_step": injector.seconds_per_step if injector else None,
-    }
+    return MeasuredSteps(
+        timer=timer.name,
+        first_step_s=times[0],
+        warmup_times_s=times[:warmup],
+        step_times_s=measured,
+        steady_start=steady_start(measured),
+        dataloader_wait_s=waits[warmup:],
+        losses=read_losses(losses),
+        inject_reference_s=injector.reference_s if injector else None,
+        injected_s_per_step=injector.seconds_per_step if injector else None,
+    )
 
 
 def _synchronize() -> None:
@@ -288,7 +319,7 @@ def describe_device(device: str) -> dict[str, Any]:
     }
 
 
-def run_profile(spec: dict[str, Any], distributed: DistributedContext | None) -> dict[str, Any]:
+def run_profile(spec: WorkerSpec, distributed: DistributedContext | None) -> WorkerReport:
     """The profiling mode, imported only when a spec asks for it."""
     from perfgate.trace.capture import run_profile as profile_window  # lazy: never when timed
 
@@ -319,25 +350,32 @@ def main(argv: list[str]) -> int:
     """
     die_with_parent()
     spec_path, out_path = Path(argv[0]), Path(argv[1])
-    spec = json.loads(spec_path.read_text())
-    for entry in reversed(spec.get("python_path", [])):
+    spec = read_spec(spec_path)
+    for entry in reversed(spec.python_path):
         sys.path.insert(0, entry)
     launched = launched_rank()
     if launched is not None:
         out_path = rank_output_path(out_path, launched[0])
     try:
-        with process_group(spec["device"], spec["knobs"], float(spec["timeout_s"])) as group:
-            run = run_profile if spec.get("profile") else run_repeat
-            document = run(spec, group)
+        with process_group(spec.device, spec.knobs, spec.timeout_s) as group:
+            run = run_profile if spec.profile is not None else run_repeat
+            report = run(spec, group)
         code = 0
     except UsageError as exc:
-        document = {"status": "usage_error", "error": exc.one_line(), "failed_at": time.time()}
+        report = WorkerReport(status="usage_error", error=exc.one_line(), failed_at=time.time())
         code = EXIT_USAGE
     except Exception as exc:  # the workload's own failure: recorded, the run goes on
-        document = {"status": "error", "error": _error_text(exc), "failed_at": time.time()}
+        report = WorkerReport(status="error", error=_error_text(exc), failed_at=time.time())
         code = EXIT_ERROR
-    write_json_atomic(out_path, document)
+    write_json_atomic(out_path, WORKER_REPORT.dump(report))
     return code
+
+
+def read_spec(path: Path) -> WorkerSpec:
+    """The spec the parent wrote, read without schema validation: perfgate's own parent wrote
+    it, and the validator's import would cost every spawned worker (each torchrun rank) a
+    tenth of a second or more (``DocumentKind.read_trusted``)."""
+    return WORKER_SPEC.read_trusted(json.loads(path.read_text()), f"worker spec {path}")
 
 
 if __name__ == "__main__":

@@ -5,21 +5,21 @@ never inside a timed repeat: the profiler's per-op bookkeeping slows every op, a
 records is evidence for advice, not a measurement to gate on. The worker imports this module
 only when it profiles. Two windows:
 
-- **The profiling mode** (:func:`run_profile`, a spec with a ``"profile"`` entry: ``perfgate
+- **The profiling mode** (:func:`run_profile`, a spec with a ``profile`` window: ``perfgate
   advise``). Build the workload as a timed repeat would, run the spec's warm-up steps, drain the
   GPU, then profile ``1 + steps`` steps under ``schedule(wait=0, warmup=1, active=steps)`` — the
   profiler's own warm-up step absorbs its start-up cost — with ``record_shapes`` on (dtypes and
   matmul dimensions come from op inputs). Each batch fetch is wrapped in a
   ``perfgate.batch_fetch`` range, so a batch source that is not a DataLoader still shows its
   wait. Python's collector is timed over the active steps only. The trace is exported when the
-  window closes; the worker's JSON document carries the facts (``perfgate.trace.facts``) and the
+  window closes; the worker's report carries the facts (``perfgate.trace.facts``) and the
   trace's path.
 - **The communication window of a distributed repeat** (:func:`measure_communication`). Step
   times say how long a step took on each rank, not why. How much of it was collective
   communication, and how much of that computation hid, is only visible on a timeline, so after
   its measured steps every rank of the first repeat profiles a short window (the timed steps
   are over: the profiler's overhead costs no measurement), reads its own trace
-  (``perfgate.trace.communication``) and reports the summary in its document. The trace itself
+  (``perfgate.trace.communication``) and reports the summary in its report. The trace itself
   is deleted: ``perfgate advise`` keeps traces, a timed run only needs the numbers.
 """
 
@@ -27,8 +27,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+from perfgate.documents.worker import (
+    CommunicationWindow,
+    ProfileReport,
+    WorkerReport,
+    WorkerSpec,
+)
 from perfgate.files import rank_trace_path
 from perfgate.trace.categories import FETCH_RANGE
 from perfgate.trace.communication import communication_summary
@@ -40,44 +45,48 @@ from perfgate.workloads.setup import (
     check_setup,
     count_step_flops,
     load_factory,
+    rank_place,
     workload_context,
 )
 
 
-def run_profile(spec: dict[str, Any], distributed: DistributedContext | None) -> dict[str, Any]:
-    """Build the workload, warm it up, profile the window; returns the worker's JSON document.
+def run_profile(spec: WorkerSpec, distributed: DistributedContext | None) -> WorkerReport:
+    """Build the workload, warm it up, profile the window; returns the worker's report.
 
     Under torchrun every rank profiles the same window into its own trace (rank 0 into the
     spec's path, rank r next to it), so the parent can compare the ranks' compute time.
     """
     import torch
 
-    profile = spec["profile"]
-    steps = int(profile["steps"])
-    trace_path = Path(profile["trace_path"])
+    profile = spec.profile
+    if profile is None:
+        raise ValueError("the spec asks for no profiling window")
+    trace_path = profile.trace_path
     if distributed is not None:
         trace_path = rank_trace_path(trace_path, distributed.rank)
     context = workload_context(spec, distributed)
-    reference = spec["factory"]
+    reference = spec.factory
     setup = check_setup(load_factory(reference)(context), reference)
     facts = profile_workload(
         setup,
-        device=spec["device"],
-        knobs=spec["knobs"],
-        warmup=int(spec["warmup"]),
-        steps=steps,
+        device=spec.device,
+        knobs=spec.knobs,
+        warmup=spec.warmup,
+        steps=profile.steps,
         trace_path=trace_path,
         reference=reference,
     )
-    return {
-        "status": "ok",
-        "trace_path": str(trace_path),
-        "profiled_steps": steps,
-        "threads": torch.get_num_threads(),
-        "applied_knobs": dict(setup.knobs),
-        "facts": facts,
-        "rank": distributed.rank if distributed else None,
-    }
+    return WorkerReport(
+        status="ok",
+        rank=rank_place(distributed),
+        profile=ProfileReport(
+            trace_path=trace_path,
+            profiled_steps=profile.steps,
+            threads=torch.get_num_threads(),
+            applied_knobs=dict(setup.knobs),
+            facts=facts,
+        ),
+    )
 
 
 def profile_workload(
@@ -149,19 +158,19 @@ def profile_steps(
 
 def measure_communication(
     setup: TrainingSetup, source: BatchSource, device: str, steps: int, trace_path: Path
-) -> dict[str, Any] | None:
+) -> CommunicationWindow | None:
     """The rank's communication summary over ``steps`` profiled steps; None without collectives."""
     profile_steps(setup, source, device, steps, trace_path)
     try:
         summary = communication_summary(load_trace(trace_path))
     finally:
         trace_path.unlink(missing_ok=True)
-    return summary.to_dict() if summary is not None else None
+    return CommunicationWindow(**summary.to_dict()) if summary is not None else None
 
 
 def _flops_per_step(setup: TrainingSetup, source: BatchSource, device: str) -> float | None:
     """FLOPs of one step for MFU (CUDA only: there is no CPU peak): counted, else analytic."""
     if device != "cuda":
         return None
-    counted = count_step_flops(setup, source).get("counted_per_step")
+    counted = count_step_flops(setup, source).counted_per_step
     return float(counted) if counted else setup.analytic_flops_per_step

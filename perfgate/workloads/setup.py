@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from perfgate.documents.worker import CountedFlops, RankPlace, WorkerSpec
 from perfgate.errors import UsageError
 from perfgate.workloads.protocol import DistributedContext, TrainingSetup, WorkloadContext
 
@@ -101,31 +102,37 @@ class BatchSource:
         return batch, time.perf_counter() - started
 
 
-def workload_context(
-    spec: dict[str, Any], distributed: DistributedContext | None
-) -> WorkloadContext:
+def workload_context(spec: WorkerSpec, distributed: DistributedContext | None) -> WorkloadContext:
     """Pin the threads, seed torch and return the context the factory receives."""
     import torch
 
-    threads = spec.get("threads")
-    if threads:
-        torch.set_num_threads(int(threads))
-    torch.manual_seed(spec["seed"])
+    if spec.threads:
+        torch.set_num_threads(spec.threads)
+    torch.manual_seed(spec.seed)
     return WorkloadContext(
-        device=spec["device"],
-        preset=spec["preset"],
-        params=spec["params"],
-        knobs=spec["knobs"],
-        seed=spec["seed"],
+        device=spec.device,
+        preset=spec.preset,
+        params=spec.params,
+        knobs=spec.knobs,
+        seed=spec.seed,
         distributed=distributed,
     )
 
 
-def count_step_flops(setup: TrainingSetup, source: BatchSource) -> dict[str, Any]:
+def rank_place(distributed: DistributedContext | None) -> RankPlace | None:
+    """Where a worker sits in torchrun's process group, for its report (None: one process)."""
+    if distributed is None:
+        return None
+    return RankPlace(
+        rank=distributed.rank, world_size=distributed.world_size, backend=distributed.backend
+    )
+
+
+def count_step_flops(setup: TrainingSetup, source: BatchSource) -> CountedFlops:
     """FLOPs of one eager training step, counted before (and apart from) the timed steps."""
     from perfgate.workloads.flops import count_flops  # lazy: imports torch (FlopCounterMode)
 
     batch, _ = source.next()
     step = setup.flop_step or setup.step
     total, by_operator = count_flops(step, batch)
-    return {"counted_per_step": total, "by_operator": by_operator}
+    return CountedFlops(counted_per_step=total, by_operator=by_operator)
