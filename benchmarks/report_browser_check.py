@@ -135,7 +135,6 @@ def demo_report(directory: Path) -> str:
     from perfgate.diagnose.session import diagnose_runs
     from perfgate.documents.advice import ADVICE
     from perfgate.documents.result import load_result
-    from perfgate.documents.verdict import verdict_document
     from perfgate.report.html_report import render_html
     from perfgate.report.page import build_page
     from perfgate.store.engine import make_engine
@@ -173,9 +172,7 @@ def demo_report(directory: Path) -> str:
         engine.dispose()
     store_run(url, head, directory)
     histories = load_histories(url, directory, [head], max_runs=100)
-    verdict = verdict_document(
-        compare_runs(head, from_database(url, directory, head, "main")), "exit4"
-    )
+    verdict = compare_runs(head, from_database(url, directory, head, "main"))
     advice = ADVICE.load(H200 / "advice-inefficient.json")
     page = build_page(
         [head],

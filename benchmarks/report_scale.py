@@ -55,7 +55,7 @@ from perfgate.diagnose.session import diagnose_runs
 from perfgate.documents.advice import ADVICE, AdviceReport
 from perfgate.documents.history import HistoryRun, WorkloadHistory
 from perfgate.documents.result import RunResult, WorkloadResult, load_result
-from perfgate.documents.verdict import verdict_document
+from perfgate.documents.verdict import CompareVerdict
 from perfgate.report import charts
 from perfgate.report.html_report import render_html
 from perfgate.report.page import build_page
@@ -93,7 +93,7 @@ class ReportInputs:
     """Everything ``build_page`` is given."""
 
     results: list[RunResult]
-    verdict: dict[str, Any]
+    verdict: CompareVerdict
     advice: AdviceReport
     histories: dict[str, WorkloadHistory]
 
@@ -270,12 +270,12 @@ def build_inputs(seed: int = 0) -> ReportInputs:
         started_at=head_started,
         factors={**SLOWER, **FASTER},
     )
-    verdict = verdict_document(compare_runs(head, from_result(baseline, "baseline.json")), "exit4")
+    verdict = compare_runs(head, from_result(baseline, "baseline.json"))
     baseline_steps = {
-        w["name"]: c["baseline_median"]
-        for w in verdict["workloads"]
-        for c in w.get("comparisons", [])
-        if c["metric"] == "step_time_s"
+        w.name: c.baseline_median
+        for w in verdict.workloads
+        for c in w.comparisons
+        if c.metric == "step_time_s"
     }
     histories = {
         w.name: workload_history(w, baseline_steps[w.name], head.run_id, rng)

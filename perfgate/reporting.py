@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from perfgate.config import load_config
 from perfgate.diagnose.session import diagnose_runs
@@ -58,9 +57,7 @@ def report_session(request: ReportRequest) -> ReportOutcome:
     check_output_path(out, "--out")  # before the reading and drawing, not after
     settings = load_config(request.config)
     heads = [load_result(path) for path in request.results]
-    verdict_doc: dict[str, Any] | None = None
-    if request.verdict is not None:
-        verdict_doc = VERDICT.dump(VERDICT.load(request.verdict, "verdict file"))
+    verdict = VERDICT.load(request.verdict, "verdict file") if request.verdict else None
     histories: dict[str, WorkloadHistory] = {}
     note = "History not drawn (--no-history)."
     if request.history:
@@ -75,7 +72,7 @@ def report_session(request: ReportRequest) -> ReportOutcome:
     written = write_report(
         out,
         heads,
-        verdict=verdict_doc,
+        verdict=verdict,
         advice=advised,
         diagnoses=diagnose_runs(heads, advised),
         histories=histories,

@@ -1,22 +1,31 @@
-"""Bad input: one line naming the problem and the fix, exit code 2, no traceback, no file."""
+"""Bad input: one line naming the problem and the fix, exit code 2, no traceback, no file.
+
+``perfgate run`` is invoked in process (``cli_in_process``): every one of these is refused
+before a worker starts, so no process is needed to see it; ``test_cli_fuzz`` keeps the two
+end-to-end checks in a real process.
+"""
 
 from __future__ import annotations
 
-import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fixture_types import CliRun
+from cli_in_process import Ended, invoke
 
 from perfgate.errors import ExitCode
 
-pytestmark = pytest.mark.slow
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """CI's own database, device and job summary never leak into a test's command."""
+    for variable in ("PERFGATE_DATABASE_URL", "PERFGATE_DEVICE", "GITHUB_STEP_SUMMARY"):
+        monkeypatch.delenv(variable, raising=False)
+    yield
 
 
-def assert_usage_error(
-    completed: subprocess.CompletedProcess[str], needle: str, out: Path | None = None
-) -> None:
-    assert completed.returncode == ExitCode.USAGE, completed.stdout + completed.stderr
+def assert_usage_error(completed: Ended, needle: str, out: Path | None = None) -> None:
+    assert completed.code == ExitCode.USAGE, completed.stdout + completed.stderr
     lines = [line for line in completed.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, completed.stderr
     assert needle in lines[0]
@@ -46,29 +55,31 @@ QUICK = ("--repeats", "1", "--steps", "2", "--warmup", "1")
     ],
 )
 def test_bad_arguments(
-    tmp_path: Path, perfgate_cli: CliRun, args: tuple[str, ...], needle: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], needle: str
 ) -> None:
+    monkeypatch.chdir(tmp_path)
     out = tmp_path / "r.json"
-    completed = perfgate_cli("run", *QUICK, *args, "--out", str(out), cwd=tmp_path)
+    completed = invoke("run", *QUICK, *args, "--out", str(out))
     assert_usage_error(completed, needle, out)
 
 
-def test_malformed_config(tmp_path: Path, perfgate_cli: CliRun) -> None:
+def test_malformed_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "perfgate.toml").write_text("repeats = 'many'\n")
     out = tmp_path / "r.json"
-    completed = perfgate_cli("run", "-w", "mlp", "--out", str(out), cwd=tmp_path)
+    completed = invoke("run", "-w", "mlp", "--out", str(out))
     assert_usage_error(completed, "repeats should be int", out)
 
 
-def test_unwritable_output_path(tmp_path: Path, perfgate_cli: CliRun) -> None:
+def test_unwritable_output_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
     blocker = tmp_path / "file"
     blocker.write_text("")
-    completed = perfgate_cli(
-        "run", *QUICK, "-w", "mlp", "--out", str(blocker / "r.json"), cwd=tmp_path
-    )
+    completed = invoke("run", *QUICK, "-w", "mlp", "--out", str(blocker / "r.json"))
     assert_usage_error(completed, "choose a writable --out path")
 
 
+@pytest.mark.slow  # each starts a worker that imports torch to call the factory
 @pytest.mark.parametrize(
     ("workload", "needle"),
     [
@@ -79,10 +90,11 @@ def test_unwritable_output_path(tmp_path: Path, perfgate_cli: CliRun) -> None:
     ],
 )
 def test_broken_user_factories(
-    faulty_project: Path, perfgate_cli: CliRun, workload: str, needle: str
+    faulty_project: Path, monkeypatch: pytest.MonkeyPatch, workload: str, needle: str
 ) -> None:
+    monkeypatch.chdir(faulty_project)
     out = faulty_project / "r.json"
-    completed = perfgate_cli(
+    completed = invoke(
         "run",
         *QUICK,
         "-w",
@@ -92,6 +104,5 @@ def test_broken_user_factories(
         "--no-store",
         "--out",
         str(out),
-        cwd=faulty_project,
     )
     assert_usage_error(completed, needle, out)

@@ -24,20 +24,19 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import typer
+from cli_in_process import Ended, invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 from synthetic import synthetic_run
-from typer.testing import CliRunner
 
 from perfgate import files
-from perfgate.cli import app
 from perfgate.cli.console import INTERNAL_LOG_PREFIX, guarded
 from perfgate.compare.baseline_source import from_result
 from perfgate.compare.gate import compare_runs
@@ -56,23 +55,6 @@ FUZZ = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 """Deterministic and modest: the same examples on every run, each a fraction of a second."""
-
-
-@dataclass(frozen=True)
-class Ended:
-    """How a command ended: its exit code and what it printed."""
-
-    code: int
-    stdout: str
-    stderr: str
-
-
-def invoke(*args: str) -> Ended:
-    """Run ``perfgate ARGS`` in process; nothing may escape the CLI but its exit."""
-    result = CliRunner().invoke(app, list(args))
-    escaped = result.exception
-    assert escaped is None or isinstance(escaped, SystemExit), repr(escaped)
-    return Ended(result.exit_code, result.stdout, result.stderr)
 
 
 def internal_logs() -> list[Path]:

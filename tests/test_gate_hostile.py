@@ -7,6 +7,8 @@ Found on main before issue 16 (each passed with exit 0 while 25-50 % slower):
 - a docstring reworded in the factory's file (a new definition hash: "no baseline");
 - the factory renamed (the workload cannot be measured at head at all);
 - ``ab_rounds`` cut in the pull request's configuration (3 rounds: a usage error, not a verdict);
+- the suite renamed to a path out of the checkout (``../../../tmp/flattering``), where snapshots
+  would be read from;
 - a database with flattering baselines committed by a pull request that gets no secrets;
 - the measured code rewriting the gate's output files (``head.json``, ``verdict.json``,
   ``comment.md``) from a process it detached;
@@ -56,12 +58,25 @@ FEWER_ROUNDS: Edits = {"pyproject.toml": ("ab_rounds = 4", "ab_rounds = 3")}
 REWORDED: Edits = {
     "sleepy.py": ('"""perfgate\'s workload protocol."""', '"""The workload protocol, reworded."""')
 }
+PATH_NAMED: Edits = {
+    "pyproject.toml": [
+        ('suite = "pr"', 'suite = "../../../tmp/flattering"'),
+        ('pr = ["sleepy"]', '"../../../tmp/flattering" = ["sleepy"]'),
+    ]
+}
+"""The suite renamed to a path out of the checkout, where snapshots would be looked up."""
 
 
 @pytest.mark.parametrize(
     "escape",
-    [DROPPED, RENAMED, FEWER_ROUNDS, REWORDED],
-    ids=["dropped-from-suite", "renamed-in-config", "ab-rounds-cut", "docstring-reworded"],
+    [DROPPED, RENAMED, FEWER_ROUNDS, REWORDED, PATH_NAMED],
+    ids=[
+        "dropped-from-suite",
+        "renamed-in-config",
+        "ab-rounds-cut",
+        "docstring-reworded",
+        "suite-named-as-a-path",
+    ],
 )
 def test_a_slower_pr_cannot_escape_through_its_own_configuration_or_definition(
     gate_repo: Path, escape: Edits

@@ -29,7 +29,7 @@ from perfgate.diagnose.session import diagnose_runs
 from perfgate.documents.advice import ADVICE, AdviceReport, WorkloadAdvice
 from perfgate.documents.history import WorkloadHistory
 from perfgate.documents.result import RunResult, SourceInfo, load_result, write_result
-from perfgate.documents.verdict import verdict_document
+from perfgate.documents.verdict import VERDICT, verdict_document
 from perfgate.errors import UsageError
 from perfgate.report.chart_batch import PARALLEL_FROM
 from perfgate.report.documents import merged_advice, read_advice
@@ -97,8 +97,14 @@ def verdict_for(head: RunResult, baseline: RunResult) -> dict[str, Any]:
     return verdict_document(verdict, "exit4")
 
 
-def render(results: Sequence[RunResult], **kwargs: Any) -> str:
-    return render_html(build_page(list(results), generated_at=GENERATED_AT, **kwargs))
+def render(
+    results: Sequence[RunResult], verdict: dict[str, Any] | None = None, **kwargs: Any
+) -> str:
+    """The page of ``results``; a ``verdict`` document is read back through its model first,
+    as ``perfgate report --verdict`` reads the file, so the page is checked against the
+    document's own numbers."""
+    read = VERDICT.read(verdict, "verdict.json") if verdict is not None else None
+    return render_html(build_page(list(results), verdict=read, generated_at=GENERATED_AT, **kwargs))
 
 
 class Page(HTMLParser):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
@@ -22,12 +21,7 @@ from perfgate.cli.options import (
     Workloads,
     build_selection,
 )
-from perfgate.report.terminal import PlainTable
-
-if TYPE_CHECKING:
-    from rich.table import Table
-
-    from perfgate.diagnose.session import WorkloadDiagnosis
+from perfgate.report.diagnosis_table import diagnosis_table
 
 
 def diagnose_command(
@@ -85,21 +79,3 @@ def diagnose_command(
     if json_out is not None:
         guarded(lambda: write_diagnoses(json_out, diagnosed))
         say(f"diagnosis: {json_out}")
-
-
-def diagnosis_table(path: Path, items: list[WorkloadDiagnosis]) -> Table:
-    """One row per workload: what bounds it, how sure, and why (with the numbers)."""
-    from rich.text import Text
-
-    table = PlainTable(title=f"perfgate diagnose · {path}", title_justify="left")
-    for header in ("workload", "bound by", "confidence", "why"):
-        table.add_column(header)
-    for item in items:
-        found = item.diagnosis
-        if found is None:
-            status = Text(item.status, style="red")
-            table.add_row(item.name, status, "", (item.error or "")[:120])
-            continue
-        source = "" if item.profiled else " (from the timed run only)"
-        table.add_row(item.name, found.label, found.confidence, found.reason + source)
-    return table

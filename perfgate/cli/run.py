@@ -123,7 +123,7 @@ def _print_advice(request: RunRequest, outcome: RunOutcome) -> None:
         advise_run,
         write_advice_beside,
     )
-    from perfgate.cli.advise import advice_table  # lazy: advise's table, only for --profile
+    from perfgate.report.advice_table import advice_table  # lazy: only for --profile
 
     results = guarded(lambda: advise_run(request, outcome))
     for result in results:

@@ -7,6 +7,7 @@ rendered from the verdict object, never copied from a file someone else wrote.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from perfgate.diagnose.session import diagnose_runs
@@ -92,7 +93,7 @@ def write_html(
     write_report(
         out,
         [head],
-        verdict=verdict_document(verdict, policy),
+        verdict=replace(verdict, inconclusive_policy=policy),
         advice=advice,
         diagnoses=diagnose_runs([head], advice),
         histories=histories,

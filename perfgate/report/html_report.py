@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from perfgate.documents.advice import AdviceReport
 from perfgate.documents.diagnosis import Diagnosis
 from perfgate.documents.history import WorkloadHistory
 from perfgate.documents.result import RunResult
+from perfgate.documents.verdict import CompareVerdict
 from perfgate.files import write_text_atomic
 from perfgate.report.page import Page, build_page
 from perfgate.report.templating import environment
@@ -34,7 +34,7 @@ def write_report(
     out: Path,
     heads: Sequence[RunResult],
     *,
-    verdict: Mapping[str, Any] | None,
+    verdict: CompareVerdict | None,
     advice: AdviceReport | None,
     diagnoses: Mapping[str, Diagnosis],
     histories: Mapping[str, WorkloadHistory],

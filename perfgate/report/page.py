@@ -24,6 +24,7 @@ from perfgate.documents.advice import Advice, AdviceReport, Verification, Worklo
 from perfgate.documents.diagnosis import Diagnosis
 from perfgate.documents.history import WorkloadHistory
 from perfgate.documents.result import RunResult, WorkloadResult
+from perfgate.documents.verdict import CompareVerdict, MetricComparison, WorkloadVerdict
 from perfgate.errors import last_line
 from perfgate.report import charts
 from perfgate.report.anchors import anchor
@@ -152,7 +153,7 @@ class Page:
 def build_page(
     results: Sequence[RunResult],
     *,
-    verdict: Mapping[str, Any] | None = None,
+    verdict: CompareVerdict | None = None,
     advice: AdviceReport | None = None,
     diagnoses: Mapping[str, Diagnosis] | None = None,
     histories: Mapping[str, WorkloadHistory] | None = None,
@@ -165,7 +166,7 @@ def build_page(
     compare ``verdict`` document, ``advice``, what bounds each workload (``diagnoses``, by
     name) and stored ``histories``."""
     head = results[0]
-    verdicts = {w["name"]: w for w in (verdict or {}).get("workloads", [])}
+    verdicts = {w.name: w for w in verdict.workloads} if verdict is not None else {}
     advised = {w.name: w for w in advice.workloads} if advice is not None else {}
     workloads = [w for result in results for w in result.workloads]
     batch = ChartBatch()
@@ -191,8 +192,8 @@ def build_page(
         workloads=sections,
         run_facts=_run_facts(results),
         environment=_flattened(head.environment),
-        environment_differences=list((verdict or {}).get("environment_differences", [])),
-        verdict_notes=list((verdict or {}).get("notes", [])),
+        environment_differences=list(verdict.environment_differences) if verdict else [],
+        verdict_notes=list(verdict.notes) if verdict else [],
         inputs=list(inputs),
         charts=batch,
     )
@@ -201,7 +202,7 @@ def build_page(
 # --- the banner ------------------------------------------------------------------------------
 
 
-def _banner(workloads: list[WorkloadResult], verdict: Mapping[str, Any] | None) -> Banner:
+def _banner(workloads: list[WorkloadResult], verdict: CompareVerdict | None) -> Banner:
     failed = [w for w in workloads if w.status != "ok"]
     if verdict is None:
         if failed:
@@ -216,8 +217,8 @@ def _banner(workloads: list[WorkloadResult], verdict: Mapping[str, Any] | None) 
             sentence=f"{len(workloads)} workloads measured; no comparison was given "
             "(perfgate compare --html, or perfgate report --verdict).",
         )
-    overall = str(verdict.get("overall", "inconclusive"))
-    rows = [(w["name"], c) for w in verdict.get("workloads", []) for c in w.get("comparisons", [])]
+    overall = verdict.overall
+    rows = [(w.name, c) for w in verdict.workloads for c in w.comparisons]
     sentence = _verdict_sentence(overall, rows, verdict)
     if failed:
         sentence += f" {_failure_sentence(failed)}"
@@ -225,16 +226,16 @@ def _banner(workloads: list[WorkloadResult], verdict: Mapping[str, Any] | None) 
         kind=overall if overall in VERDICT_WORDS else "inconclusive",
         headline=VERDICT_WORDS.get(overall, overall),
         sentence=sentence,
-        exit_code=verdict.get("exit_code"),
+        exit_code=int(verdict.exit_code()),
     )
 
 
 def _verdict_sentence(
-    overall: str, rows: list[tuple[str, Mapping[str, Any]]], verdict: Mapping[str, Any]
+    overall: str, rows: list[tuple[str, MetricComparison]], verdict: CompareVerdict
 ) -> str:
-    def worst(kind: str) -> list[tuple[str, Mapping[str, Any]]]:
-        hits = [(n, c) for n, c in rows if c.get("verdict") == kind]
-        return sorted(hits, key=lambda nc: -abs(math.log(nc[1]["ratio"])))
+    def worst(kind: str) -> list[tuple[str, MetricComparison]]:
+        hits = [(n, c) for n, c in rows if c.verdict == kind]
+        return sorted(hits, key=lambda nc: -abs(math.log(nc[1].ratio)))
 
     if overall in ("regression", "improvement"):
         hits = worst(overall)
@@ -243,24 +244,24 @@ def _verdict_sentence(
             # with it), else its largest change; the rest counted per workload.
             name = hits[0][0]
             mine = [c for n, c in hits if n == name]
-            c = next((c for c in mine if c["metric"] == "step_time_s"), mine[0])
+            c = next((c for c in mine if c.metric == "step_time_s"), mine[0])
             others = len({n for n, _ in hits} - {name})
             more = f"; {others} more workload{'s' if others > 1 else ''} too" if others else ""
             return (
-                f"{name}: {_label(c['metric'])} {_direction_words(c['ratio'])} "
-                f"(90 % interval {change_interval(c['ci_low'], c['ci_high'])}), "
-                f"beyond its ±{c['threshold']:.0%} threshold{more}."
+                f"{name}: {_label(c.metric)} {_direction_words(c.ratio)} "
+                f"(90 % interval {change_interval(c.ci_low, c.ci_high)}), "
+                f"beyond its ±{c.threshold:.0%} threshold{more}."
             )
     if overall == "inconclusive":
         hits = worst("inconclusive")
         if hits:
-            names = ", ".join(f"{n} {_label(c['metric'])}" for n, c in hits[:3])
+            names = ", ".join(f"{n} {_label(c.metric)}" for n, c in hits[:3])
             more = f" and {len(hits) - 3} more" if len(hits) > 3 else ""
             return (
                 f"{len(hits)} metric{'s' if len(hits) > 1 else ''} could not be decided: "
                 f"{names}{more}; see each one's smallest detectable change."
             )
-        missing = [w["name"] for w in verdict.get("workloads", []) if w["status"] != "compared"]
+        missing = [w.name for w in verdict.workloads if w.status != "compared"]
         if missing:
             return f"Not compared: {', '.join(missing[:5])}."
     workloads = {n for n, _ in rows}
@@ -282,7 +283,7 @@ def _failure_sentence(failed: list[WorkloadResult]) -> str:
 
 def _workload_section(
     workload: WorkloadResult,
-    verdict: Mapping[str, Any] | None,
+    verdict: WorkloadVerdict | None,
     advice: WorkloadAdvice | None,
     diagnosis: Diagnosis | None,
     history: WorkloadHistory | None,
@@ -292,12 +293,11 @@ def _workload_section(
     advice_given: bool,
     batch: ChartBatch,
 ) -> WorkloadSection:
-    comparisons = [
-        _comparison_row(workload.name, c) for c in (verdict or {}).get("comparisons", [])
-    ]
+    compared = verdict.comparisons if verdict is not None else []
+    comparisons = [_comparison_row(workload.name, c) for c in compared]
     worst = _workload_verdict(workload, verdict)
-    distribution, caption = _distribution(workload, verdict, batch)
-    histories, note = _histories(workload, history, verdict, run_id, history_note, batch)
+    distribution, caption = _distribution(workload, compared, batch)
+    histories, note = _histories(workload, history, compared, run_id, history_note, batch)
     telemetry, telemetry_note = _telemetry(workload, batch)
     advice_views, advice_note = _advice(workload.name, advice, advice_given)
     return WorkloadSection(
@@ -309,8 +309,8 @@ def _workload_section(
         facts=[*_workload_facts(workload), *_diagnosis_facts(diagnosis)],
         headline=_headline(workload),
         comparisons=comparisons,
-        baseline_origin=(verdict or {}).get("baseline_origin"),
-        notes=list((verdict or {}).get("notes", [])),
+        baseline_origin=verdict.baseline_origin if verdict is not None else None,
+        notes=list(verdict.notes) if verdict is not None else [],
         distribution=distribution,
         distribution_caption=caption,
         history=histories,
@@ -322,14 +322,14 @@ def _workload_section(
     )
 
 
-def _workload_verdict(workload: WorkloadResult, verdict: Mapping[str, Any] | None) -> str:
+def _workload_verdict(workload: WorkloadResult, verdict: WorkloadVerdict | None) -> str:
     if workload.status != "ok":
         return workload.status
     if verdict is None:
         return "not compared"
-    if verdict["status"] != "compared":
-        return verdict["status"].replace("_", " ")
-    kinds = {c["verdict"] for c in verdict.get("comparisons", [])}
+    if verdict.status != "compared":
+        return verdict.status.replace("_", " ")
+    kinds = {c.verdict for c in verdict.comparisons}
     for kind in ("regression", "inconclusive", "improvement"):
         if kind in kinds:
             return kind
@@ -400,45 +400,49 @@ def _headline(workload: WorkloadResult) -> dict[str, str]:
     }
 
 
-def _comparison_row(workload: str, c: Mapping[str, Any]) -> ComparisonRow:
-    metric = c["metric"]
-    detectable = c.get("min_detectable")
+def _comparison_row(workload: str, c: MetricComparison) -> ComparisonRow:
+    metric = c.metric
+    # The document writes a change that could never be detected (infinity) as null.
+    detectable = c.min_detectable if math.isfinite(c.min_detectable) else None
     return ComparisonRow(
         metric=metric,
         label=_label(metric),
         anchor=anchor("metric", workload, metric),
-        baseline=format_value(metric, c["baseline_median"]),
-        head=format_value(metric, c["head_median"]),
-        change=signed_percent(c["ratio"]),
-        interval=change_interval(c["ci_low"], c["ci_high"]),
-        threshold=f"±{c['threshold']:.0%}",
+        baseline=format_value(metric, c.baseline_median),
+        head=format_value(metric, c.head_median),
+        change=signed_percent(c.ratio),
+        interval=change_interval(c.ci_low, c.ci_high),
+        threshold=f"±{c.threshold:.0%}",
         min_detectable=f"{detectable:.1%}" if detectable is not None else "never (∞)",
-        verdict=c["verdict"].replace("_", " "),
-        p_adjusted=f"{c['p_adjusted']:.3g}" if c.get("p_adjusted") is not None else "—",
-        reasons="; ".join(c.get("reasons", [])),
+        verdict=c.verdict.replace("_", " "),
+        p_adjusted=f"{c.p_adjusted:.3g}" if c.p_adjusted is not None else "—",
+        reasons="; ".join(c.reasons),
         raw={
-            "baseline": c["baseline_median"],
-            "head": c["head_median"],
-            "ratio": c["ratio"],
-            "ci-low": c["ci_low"],
-            "ci-high": c["ci_high"],
-            "threshold": c["threshold"],
+            "baseline": c.baseline_median,
+            "head": c.head_median,
+            "ratio": c.ratio,
+            "ci-low": _finite(c.ci_low),
+            "ci-high": _finite(c.ci_high),
+            "threshold": c.threshold,
             "min-detectable": detectable,
         },
     )
 
 
+def _finite(value: float) -> float | None:
+    """An interval's end as the document writes it: an unbounded end (infinity) as null."""
+    return value if math.isfinite(value) else None
+
+
 def _distribution(
-    workload: WorkloadResult, verdict: Mapping[str, Any] | None, batch: ChartBatch
+    workload: WorkloadResult, compared: Sequence[MetricComparison], batch: ChartBatch
 ) -> tuple[Markup | None, str]:
-    step = next(
-        (c for c in (verdict or {}).get("comparisons", []) if c["metric"] == "step_time_s"), None
-    )
+    step = next((c for c in compared if c.metric == "step_time_s"), None)
     element = anchor("dist", workload.name)
-    if step is not None and (step.get("baseline_values") or step.get("head_values")):
+    if step is not None and (step.baseline_values or step.head_values):
         sides = [
-            ("baseline", [v * 1e3 for v in step.get("baseline_values", [])]),
-            ("head", [v * 1e3 for v in step.get("head_values", [])]),
+            ("baseline", [v * 1e3 for v in step.baseline_values]),
+            ("head", [v * 1e3 for v in step.head_values]),
         ]
         caption = (
             f"Step time of each repeat (the median of its steady steps): "
@@ -455,7 +459,7 @@ def _distribution(
 def _histories(
     workload: WorkloadResult,
     history: WorkloadHistory | None,
-    verdict: Mapping[str, Any] | None,
+    compared: Sequence[MetricComparison],
     run_id: str,
     note: str,
     batch: ChartBatch,
@@ -463,11 +467,8 @@ def _histories(
     if history is None or not history.runs:
         return [], note or "No stored history for this workload on this branch."
     bands = {
-        c["metric"]: (
-            c["baseline_median"] * (1 - c["threshold"]),
-            c["baseline_median"] * (1 + c["threshold"]),
-        )
-        for c in (verdict or {}).get("comparisons", [])
+        c.metric: (c.baseline_median * (1 - c.threshold), c.baseline_median * (1 + c.threshold))
+        for c in compared
     }
     present = {m for run in history.runs for m, v in run.medians.items() if v is not None}
     rate = next((m for m in HISTORY_METRICS[1:] if m in present), None)
