@@ -91,7 +91,7 @@ def test_catalogue_names_kinds_units_and_devices() -> None:
         assert spec.name == name
         assert re.fullmatch(r"[a-z][a-z0-9_]*", name)
         assert spec.kind in ("number", "bool", "text")
-        assert spec.unit in ("share", "fraction", "count", "ms", "us", "bytes", "")
+        assert spec.unit in ("share", "fraction", "count", "ms", "us", "bytes", "tflops", "")
         assert spec.unit == "" or spec.kind == "number"
         assert spec.devices and set(spec.devices) <= {"cpu", "cuda"}
         assert spec.description

@@ -639,14 +639,14 @@ def ranking_doc() -> dict[str, Any]:
     )
 
 
-def test_top_advice_ranks_by_saving_refuted_last_ties_by_workload_then_rule() -> None:
+def test_top_advice_ranks_measured_first_refuted_last_ties_by_workload_then_rule() -> None:
     lines = top_advice(read(ranking_doc()), limit=10)
     assert [(line.workload, line.anchor) for line in lines] == [
-        ("bert", "advice-bert-mid"),
+        ("gpt", "advice-gpt-zeta"),  # verified: a measurement outranks every estimate
+        ("bert", "advice-bert-mid"),  # then what nothing measured, by estimated saving
         ("bert", "advice-bert-zeta"),
-        ("gpt", "advice-gpt-alpha"),
-        ("gpt", "advice-gpt-zeta"),
         ("gpt", "advice-gpt-small"),
+        ("gpt", "advice-gpt-alpha"),  # inconclusive: measured, and no gain shown
         ("gpt", "advice-gpt-refuted-big"),  # refuted: last despite the largest saving
     ]  # the failed workload's advice is not advice
     by_anchor = {line.anchor: line for line in lines}
@@ -1036,7 +1036,8 @@ def test_compare_writes_the_advice_into_the_markdown_and_job_summary(
     comment = out.read_text()
     assert comment == verdict_markdown(twelve_metrics(), advice=lines, report_link=link)
     assert comment.endswith("Full report: perfgate-report.html (job artifact)\n")
-    assert [row[0] for row in tables(comment)[ADVICE_HEADER]] == ["bert", "bert", "gpt"]
+    # gpt's verified zeta first (a measurement outranks an estimate), then bert's estimates
+    assert [row[0] for row in tables(comment)[ADVICE_HEADER]] == ["gpt", "bert", "bert"]
     assert summary.read_text() == comment + "\n"
 
 

@@ -158,3 +158,25 @@ def test_ddp_reports_its_communication_share(diagnose_project: Path, perfgate_cl
     assert exposed is not None
     # Communication-bound exactly when the exposed share reaches the 30 % threshold.
     assert (found["ddp"]["bound"] == "communication") == (exposed >= 0.3), (exposed, found)
+
+
+def test_advise_reads_the_stored_ceilings_as_run_does(
+    diagnose_project: Path, perfgate_cli: CliRun
+) -> None:
+    """Issue 18: advise kept asking for ``perfgate doctor --peak`` after it had run. Its
+    diagnosis of tiny_ops now holds the window's FLOP rate against the stored ceiling, as
+    diagnose's (through run) does, and finds it host-bound for the same reason."""
+    out = diagnose_project / "tiny.advice.json"
+    completed = perfgate_cli(
+        "advise", "-w", "tiny_ops", "-w", "mlp@cpu-large", "--device", "cpu",
+        "--json", str(out), cwd=diagnose_project,
+    )  # fmt: skip
+    assert completed.returncode == ExitCode.OK, completed.stdout + completed.stderr
+    advised = {w["name"]: w for w in json.loads(out.read_text())["workloads"]}
+    tiny, mlp = advised["tiny_ops"], advised["mlp"]
+    assert tiny["evidence"]["achieved_tflops"] > 0
+    assert tiny["diagnosis"]["evidence"]["ceiling_fraction"] < 0.1
+    assert tiny["diagnosis"]["bound"] == "host", tiny["diagnosis"]
+    assert "doctor --peak" not in tiny["diagnosis"]["reason"]
+    fraction = mlp["diagnosis"]["evidence"]["ceiling_fraction"]
+    assert fraction > 10 * tiny["diagnosis"]["evidence"]["ceiling_fraction"]

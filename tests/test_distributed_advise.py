@@ -58,16 +58,20 @@ def test_uneven_shards_draw_the_rank_imbalance_advice(tmp_path: Path, perfgate_c
 def test_rank_imbalance_advice_is_proven_by_re_running_balanced(
     tmp_path: Path, perfgate_cli: CliRun
 ) -> None:
+    # Per sample, balancing wins only while a unit batch's compute c outweighs the step's
+    # fixed cost m (the all-reduce, the optimizer): uneven costs (4c + m) / 5 a sample,
+    # balanced (c + m) / 2. At the smoke preset's batch of 8, m is about c on this CPU (the
+    # all-reduce is ~45 % of a step) and balanced once measured 0.83x; at 32, c is 4x larger.
     advised = _advise(
-        tmp_path, perfgate_cli, "--knob", "uneven_batches=true", "--rule", "rank-imbalance",
-        "--verify", "--rounds", "4", "--steps", "6",
+        tmp_path, perfgate_cli, "--knob", "uneven_batches=true", "--knob", "batch_size=32",
+        "--rule", "rank-imbalance", "--verify", "--rounds", "4", "--steps", "6",
     )  # fmt: skip
     (verification,) = advised["verifications"]
     assert verification["knobs"] == {"uneven_batches": False}
     assert verification["rounds"] == 4
     assert verification["per_sample"] is True  # the global batch shrank: judged per sample
     # Uneven: 5 shares of the batch per step, paced by the rank with 4. Balanced: 2 shares,
-    # paced by a rank with 1. Per sample that is up to 1.6x faster: never slower.
+    # paced by a rank with 1. Per sample that is up to 1.6x faster when compute dominates.
     assert verification["outcome"] in {"verified", "inconclusive"}, verification["reason"]
     if verification["outcome"] == "verified":
         assert verification["speedup"] > 1.02

@@ -39,7 +39,8 @@ class EvidenceSpec:
     kind: EvidenceKind
     """``number`` (float), ``bool`` or ``text``."""
     unit: str
-    """``share`` (of step time), ``fraction``, ``count``, ``ms``, ``us``, ``bytes`` or ``""``."""
+    """``share`` (of step time), ``fraction``, ``count``, ``ms``, ``us``, ``bytes``, ``tflops`` or
+    ``""``."""
     description: str
     """What it means, in one sentence a report can show next to the value."""
     devices: tuple[Device, ...]
@@ -497,6 +498,15 @@ _SPECS: tuple[EvidenceSpec, ...] = (
         BOTH,
         "facts",
         "1 − peak/total: room left for a larger batch",
+    ),
+    _spec(
+        "achieved_tflops",
+        "number",
+        "tflops",
+        BOTH,
+        "facts",
+        "FLOP rate of the profiled window (FLOPs per step / step time): against the machine's "
+        "measured matmul ceiling it tells compute from framework overhead on a CPU",
     ),
     _spec(
         "mfu",

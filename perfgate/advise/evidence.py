@@ -219,8 +219,9 @@ def evidence_from_trace(trace: Trace | Mapping[str, Any], facts: Mapping[str, An
 
     Facts win where both speak (the live device knows its compute capability better than a
     trace header), except ``compiled``, which either may prove (a compiled step function leaves
-    the model uncompiled but the trace full of compiled regions). ``mfu`` and ``gc_pause_share``
-    are derived from the facts' inputs and the trace's step time; only catalogue names remain.
+    the model uncompiled but the trace full of compiled regions). ``achieved_tflops``, ``mfu``
+    and ``gc_pause_share`` are derived from the facts' inputs and the trace's step time; only
+    catalogue names remain.
     """
     evidence = trace_evidence(trace)
     compiled = bool(evidence.get("compiled")) or bool(facts.get("compiled"))
@@ -242,11 +243,13 @@ def _is_number(name: str, value: Any) -> bool:
 
 
 def _derived(facts: Mapping[str, Any], step_ms: float) -> Evidence:
-    """MFU and the GC share, which need the trace's step time."""
+    """The FLOP rate, MFU and the GC share, which need the trace's step time."""
     derived: Evidence = {}
     flops, peak = facts.get("flops_per_step"), facts.get("peak_tflops")
-    if isinstance(flops, int | float) and isinstance(peak, int | float) and peak > 0:
-        derived["mfu"] = flops / (step_ms / 1000.0) / (peak * 1e12)
+    if isinstance(flops, int | float) and not isinstance(flops, bool):
+        derived["achieved_tflops"] = flops / (step_ms / 1000.0) / 1e12
+        if isinstance(peak, int | float) and peak > 0:
+            derived["mfu"] = flops / (step_ms / 1000.0) / (peak * 1e12)
     pause = facts.get("gc_pause_ms_per_step")
     if isinstance(pause, int | float):
         derived["gc_pause_share"] = min(1.0, pause / step_ms)

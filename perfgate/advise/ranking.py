@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from perfgate.advise.expr import Undefined, Value, evaluate
 from perfgate.advise.rules import Formula, Rule
-from perfgate.documents.advice import Advice, Status, Tier
+from perfgate.documents.advice import Advice, Status, Tier, Verification, measured_order
 from perfgate.workloads.knobs import STANDARD_KNOBS
 from perfgate.workloads.protocol import KnobValue
 
@@ -66,15 +66,22 @@ def advise(
     return rank((outcome for outcome in outcomes if isinstance(outcome, Advice)), binding)
 
 
-def rank(advice: Iterable[Advice], binding: Iterable[str] = ()) -> list[Advice]:
-    """Refuted advice last; advice in a ``binding`` category (one acting on what bounds the
-    workload, see ``perfgate.diagnose``) first; then by saving (largest first), confidence,
-    rule id."""
+def rank(
+    advice: Iterable[Advice],
+    binding: Iterable[str] = (),
+    proofs: Mapping[str, Verification] | None = None,
+) -> list[Advice]:
+    """Measured advice by its measurement (``perfgate.documents.advice.measured_order``:
+    verified first by the lower bound of its speed-up, refuted last); advice nothing measured
+    by its estimate: that in a ``binding`` category (one acting on what bounds the workload,
+    see ``perfgate.diagnose``) first, then by saving (largest first), confidence, rule id.
+    ``proofs``: the verifications, by rule id."""
     first = frozenset(binding)
+    measured = proofs or {}
     return sorted(
         advice,
         key=lambda a: (
-            a.status == "refuted",
+            *measured_order(a, measured.get(a.rule_id)),
             a.category not in first,
             -a.saving,
             _CONFIDENCE_ORDER[a.confidence],

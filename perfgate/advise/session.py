@@ -9,16 +9,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from perfgate._rules_path import rule_folders
-from perfgate.advise.evidence import DEFAULT_PROFILE_STEPS, profile_workloads
+from perfgate.advise.evidence import DEFAULT_PROFILE_STEPS, Evidence, profile_workloads
 from perfgate.advise.ranking import AdviceContext, advise
 from perfgate.advise.rules import Rule, load_rules
 from perfgate.advise.verify import Verification, WorkloadUnderTest, verify_advice
+from perfgate.ceilings.store import StoredCeilings, lookup_ceilings
 from perfgate.config import Config, load_config
 from perfgate.diagnose.classify import ADVICE_CATEGORIES, classify
-from perfgate.diagnose.signals import evidence_signals
+from perfgate.diagnose.signals import Signals, evidence_signals
 from perfgate.documents.advice import ADVICE, AdviceReport, WorkloadAdvice
 from perfgate.errors import UsageError
 from perfgate.files import check_writable, write_json_atomic
@@ -26,6 +26,7 @@ from perfgate.run import RunOutcome, RunRequest
 from perfgate.runner.device import resolve_device
 from perfgate.runner.interleave import InterleaveObserver
 from perfgate.runner.plan import Selection, prepare
+from perfgate.runner.summary import ceiling_figures
 from perfgate.telemetry.fingerprint import collect_fingerprint
 
 
@@ -120,13 +121,15 @@ def advise_workloads(
     rules = select_rules(load_rules(rule_folders), only_rules)
     device = resolve_device(device)
     plan, settings = prepare(config, selection)
+    environment = collect_fingerprint(device, settings.threads)
+    # As perfgate run does, and before profiling: a corrupt ceilings file is a usage error.
+    ceilings = lookup_ceilings(config.root, environment)
     profiled = {
         p.name: p
         for p in profile_workloads(
             config, selection, device=device, steps=profile_steps, trace_dir=trace_dir
         )
     }
-    environment: dict[str, Any] | None = None
     results = []
     for planned in plan:
         name = planned.definition.name
@@ -143,14 +146,12 @@ def advise_workloads(
         if profile.status != "ok":
             results.append(outcome)
             continue
-        diagnosis = classify(evidence_signals(profile.evidence))
+        diagnosis = classify(window_signals(profile.evidence, ceilings))
         binding = ADVICE_CATEGORIES[diagnosis.bound]
         outcome = replace(outcome, diagnosis=diagnosis)
         advice = advise(rules, profile.evidence, AdviceContext(), binding)
         verifications: list[Verification] = []
         if verify and advice:
-            if environment is None:
-                environment = collect_fingerprint(device, settings.threads)
             advice, verifications = verify_advice(
                 config,
                 WorkloadUnderTest(name=name, preset=planned.preset, knobs=planned.knobs),
@@ -164,6 +165,25 @@ def advise_workloads(
             )
         results.append(replace(outcome, advice=advice, verifications=verifications))
     return results
+
+
+def window_signals(evidence: Evidence, ceilings: StoredCeilings | None) -> Signals:
+    """The profiled window's signals, with its FLOP rate against this environment's measured
+    matmul ceiling (``perfgate doctor --peak``) when one is stored: read as ``perfgate run``
+    reads it (``perfgate.runner.summary.ceiling_figures``), so advise's diagnosis of a CPU
+    workload can tell compute from framework overhead exactly when run's can."""
+    signals = evidence_signals(evidence)
+    achieved = evidence.get("achieved_tflops")
+    dtype = evidence.get("compute_dtype")
+    world_size = evidence.get("world_size")
+    figures = ceiling_figures(
+        achieved if isinstance(achieved, float) else None,
+        ceilings,
+        dtype if isinstance(dtype, str) else None,
+        signals.device,
+        {"world_size": world_size if isinstance(world_size, int | float) else None},
+    )
+    return replace(signals, ceiling_fraction=figures.get("ceiling_fraction"))
 
 
 def select_rules(rules: list[Rule], only: Sequence[str]) -> list[Rule]:

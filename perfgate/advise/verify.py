@@ -10,9 +10,12 @@ unchanged workload and the changed one alternate round by round (see
 - **verified** when the changed workload is faster beyond the practical threshold with a
   significant test (the gate's "improvement");
 - **refuted** when the interval shows no gain beyond the threshold or a slowdown (the gate's
-  "no change" or "regression"): the advice is demoted;
+  "no change" or "regression"), or allows no gain beyond it (an inconclusive interval whose
+  upper end is within the band: no gain or slower, the advice does not pay either way): it
+  ranks last, with its number;
 - **unverifiable** when it names no knob, or a knob the workload does not honour;
-- left **unverified** (with the reason) when the measurement is inconclusive or failed.
+- left **unverified** when the measurement is inconclusive (shown as *inconclusive* with its
+  interval, ranked after the advice not measured) or failed (shown as *failed*, with why).
 
 Loss parity is reported beside the speed-up: a knob that changes the maths (lower precision)
 may be fast and still not be what the user wants.
@@ -30,6 +33,7 @@ from perfgate.compare.gate import losses_match
 from perfgate.config import Config
 from perfgate.documents.advice import Outcome, Verification
 from perfgate.documents.result import WorkloadResult
+from perfgate.documents.verdict import MetricComparison
 from perfgate.errors import UsageError
 from perfgate.metrics import metric_values
 from perfgate.runner.interleave import Arm, InterleaveObserver, run_interleaved
@@ -102,7 +106,8 @@ def verify_advice(
         )
         measurements.append(measurement)
         verified.append(_with_outcome(item, measurement))
-    return rank(verified, binding), measurements
+    proofs = {measurement.rule_id: measurement for measurement in measurements}
+    return rank(verified, binding, proofs), measurements
 
 
 def _measure(
@@ -166,21 +171,8 @@ def _judge(
             )
         ]
     )
-    outcome = _OUTCOMES[comparison.verdict]
+    outcome, reason = measured_outcome(comparison, per_sample)
     speedup = 1 / comparison.ratio
-    unit = " per sample" if per_sample else ""
-    reason = {
-        "verified": f"{speedup:.2f}× faster{unit}, beyond the ±{VERIFY_THRESHOLD:.0%} band",
-        "refuted": (
-            f"{speedup:.2f}×{unit} ({1 / comparison.ci_high:.2f}–{1 / comparison.ci_low:.2f}): "
-            + (
-                "slower with the change"
-                if comparison.verdict == "regression"
-                else f"no gain beyond ±{VERIFY_THRESHOLD:.0%}"
-            )
-        ),
-        "inconclusive": "; ".join(comparison.reasons) or "inconclusive",
-    }[outcome]
     return Verification(
         rule_id=item.rule_id,
         workload=target.name,
@@ -196,6 +188,30 @@ def _judge(
         per_sample=per_sample,
         loss_parity=_loss_parity(before, after),
     )
+
+
+def measured_outcome(comparison: MetricComparison, per_sample: bool) -> tuple[Outcome, str]:
+    """What the step-time comparison of unchanged against changed says of the advice, and
+    why, with the measured speed-up and its interval."""
+    outcome = _OUTCOMES[comparison.verdict]
+    speedup = 1 / comparison.ratio
+    best = 1 / comparison.ci_low
+    """The most the interval allows the change to gain."""
+    if outcome == "inconclusive" and best <= 1 + VERIFY_THRESHOLD:
+        # Undecided between "no gain" and "slower": either way the advice does not pay.
+        outcome = "refuted"
+    unit = " per sample" if per_sample else ""
+    interval = f"{speedup:.2f}×{unit} ({1 / comparison.ci_high:.2f}–{best:.2f})"
+    if outcome == "verified":
+        return outcome, f"{speedup:.2f}× faster{unit}, beyond the ±{VERIFY_THRESHOLD:.0%} band"
+    if outcome == "refuted":
+        # An interval inside the band is "no gain", whichever side of 1 it leans to.
+        slower = comparison.verdict == "regression" or (
+            comparison.verdict == "inconclusive" and best < 1
+        )
+        why = "slower with the change" if slower else f"no gain beyond ±{VERIFY_THRESHOLD:.0%}"
+        return outcome, f"{interval}: {why}"
+    return outcome, f"{interval}: " + ("; ".join(comparison.reasons) or "inconclusive")
 
 
 def _time_per_unit(result: WorkloadResult, per_sample: bool) -> list[float]:

@@ -17,7 +17,7 @@ Format history:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -30,9 +30,16 @@ Confidence = Literal["high", "medium", "low"]
 Tier = Literal["high", "medium", "low"]
 """The estimated saving's tier (``perfgate.advise.ranking.tier_of``)."""
 Status = Literal["unverified", "verified", "refuted", "unverifiable"]
-"""Where the advice stands after verification."""
+"""Where the advice stands after verification: ``verified`` (measured faster beyond the
+band), ``refuted`` (measured: no gain beyond the band, or slower), ``unverifiable`` (no knob
+to measure it with), ``unverified`` (not settled by a measurement: not measured, or measured
+inconclusive, or the measurement failed; its :class:`Verification` says which)."""
 Outcome = Literal["verified", "refuted", "inconclusive", "unverifiable", "failed"]
 """What one verification measured."""
+Standing = Literal["verified", "unverified", "unverifiable", "inconclusive", "failed", "refuted"]
+"""What every rendering (terminal, PR comment, HTML report) shows for one piece of advice:
+its status, or, when a verification measured it without settling it, the verification's
+``inconclusive`` or ``failed``. See :func:`standing`."""
 
 EvidenceValue = bool | int | float | str
 """One evidence value (``perfgate.advise.expr.Value``)."""
@@ -86,6 +93,47 @@ class Verification:
     sample (and the speed-up is per sample), not seconds per step."""
     loss_parity: bool | None = None
     """Final losses within 1 % of each other; None when a side has no loss."""
+
+
+def standing(item: Advice, proof: Verification | None) -> Standing:
+    """How ``item`` stands: what its verification ``proof`` found, or, never measured
+    (``proof`` None), its status."""
+    return proof.outcome if proof is not None else item.status
+
+
+_STANDING_GROUP: dict[Standing, int] = {
+    "verified": 0,
+    "unverified": 1,
+    "unverifiable": 1,
+    "failed": 1,
+    "inconclusive": 2,
+    "refuted": 3,
+}
+
+
+def measured_order(item: Advice, proof: Verification | None) -> tuple[int, float]:
+    """Where a measurement puts ``item`` among a workload's advice (smaller first).
+
+    A measurement outranks an estimate: verified advice comes first, the surest gain first
+    (the measured speed-up's lower bound); then the advice nothing measured (its estimate
+    ranks it, see ``perfgate.advise.ranking.rank``); then advice measured inconclusive, which
+    could not show a gain, by its measured speed-up; refuted advice (no gain, or slower) last,
+    by its measured speed-up. The same order in the terminal, the PR comment and the report.
+    """
+    shown = standing(item, proof)
+    group = _STANDING_GROUP[shown]
+    if proof is None or proof.speedup is None:
+        return group, 0.0
+    if shown == "verified" and proof.speedup_ci is not None:
+        return group, -proof.speedup_ci[0]
+    return group, -proof.speedup if group != 1 else 0.0
+
+
+def in_measured_order(advice: Sequence[Advice], proofs: Mapping[str, Verification]) -> list[Advice]:
+    """``advice`` (ranked by ``perfgate advise``) in :func:`measured_order`, keeping the
+    document's order where the measurements do not decide: a document written before advice
+    was ranked by measurement reads in the same order as a new one."""
+    return sorted(advice, key=lambda item: measured_order(item, proofs.get(item.rule_id)))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from perfgate.documents.advice import WorkloadAdvice
+from perfgate.documents.advice import WorkloadAdvice, in_measured_order, standing
 from perfgate.report.terminal import PlainTable
 
 
@@ -23,7 +23,7 @@ def advice_table(result: WorkloadAdvice) -> Table:
     for header in ("#", "tier", "saving", "advice", "evidence", "status", "measured"):
         table.add_column(header)
     measured = {v.rule_id: v for v in result.verifications}
-    for rank, item in enumerate(result.advice, start=1):
+    for rank, item in enumerate(in_measured_order(result.advice, measured), start=1):
         proof = measured.get(item.rule_id)
         shown = "—"
         if proof is not None and proof.speedup is not None and proof.speedup_ci is not None:
@@ -37,7 +37,7 @@ def advice_table(result: WorkloadAdvice) -> Table:
             f"{item.saving:.1%}",
             f"{item.title} [{item.rule_id}]",
             ", ".join(f"{k}={_value(v)}" for k, v in item.evidence.items()),
-            item.status,
+            standing(item, proof),
             shown,
         )
     return table

@@ -46,7 +46,13 @@ from urllib.parse import quote, urlsplit
 
 import jinja2
 
-from perfgate.documents.advice import AdviceReport, Verification
+from perfgate.documents.advice import (
+    AdviceReport,
+    Standing,
+    Verification,
+    measured_order,
+    standing,
+)
 from perfgate.documents.verdict import (
     CompareVerdict,
     InconclusivePolicy,
@@ -146,9 +152,8 @@ class AdviceLine:
     """``high``, ``medium`` or ``low``."""
     saving: float
     """Estimated saving as a fraction of step time (0.12: 12 %)."""
-    status: str
-    """``unverified``, ``verified``, ``refuted`` or ``unverifiable``, or a verification's
-    ``inconclusive`` (measured, not settled) or ``failed`` (a side did not run)."""
+    status: Standing
+    """How the advice stands (:data:`perfgate.documents.advice.Standing`)."""
     measured: str | None = None
     """The verification's speed-up with its interval, e.g. ``1.13× (1.04–1.18)``."""
     anchor: str | None = None
@@ -165,12 +170,15 @@ def top_advice(advice: AdviceReport, limit: int = ADVICE_LIMIT) -> list[AdviceLi
     """The ``limit`` most valuable pieces of advice of a ``perfgate.advice`` document (read and
     validated by its kind, ``perfgate.documents.advice.ADVICE``).
 
-    All advice of every workload that profiled (status ``ok``) is ranked by estimated saving,
-    largest first, refuted advice last, ties by workload name then rule id, so the same document
-    always gives the same lines. A verification of the advice sets its status (``inconclusive``
-    and ``failed`` included) and, when it measured a speed-up with an interval, ``measured``.
+    All advice of every workload that profiled (status ``ok``) is ranked as each workload's
+    advice is (``perfgate.documents.advice.measured_order``): verified advice first by the lower
+    bound of its measured speed-up, then what nothing measured by estimated saving, then
+    inconclusive, then refuted by measured speed-up; ties by workload name then rule id, so the
+    same document always gives the same lines. ``status`` is the advice's
+    :func:`~perfgate.documents.advice.standing`; ``measured``, the speed-up with its interval
+    when one was measured.
     """
-    ranked: list[tuple[tuple[bool, float, str, str], AdviceLine]] = []
+    ranked: list[tuple[tuple[int, float, float, str, str], AdviceLine]] = []
     for workload in advice.workloads:
         if workload.status != "ok":
             continue
@@ -183,11 +191,12 @@ def top_advice(advice: AdviceReport, limit: int = ADVICE_LIMIT) -> list[AdviceLi
                 title=item.title,
                 tier=item.tier,
                 saving=item.saving,
-                status=verification.outcome if verification is not None else item.status,
+                status=standing(item, verification),
                 measured=_measured(verification) if verification is not None else None,
                 anchor=advice_anchor(name, item.rule_id),
             )
-            ranked.append(((line.status == "refuted", -item.saving, name, item.rule_id), line))
+            order = measured_order(item, verification)
+            ranked.append(((*order, -item.saving, name, item.rule_id), line))
     ranked.sort(key=lambda pair: pair[0])
     return [line for _, line in ranked[: max(limit, 0)]]
 

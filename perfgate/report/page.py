@@ -20,7 +20,14 @@ from typing import Any
 
 from markupsafe import Markup
 
-from perfgate.documents.advice import Advice, AdviceReport, Verification, WorkloadAdvice
+from perfgate.documents.advice import (
+    Advice,
+    AdviceReport,
+    Verification,
+    WorkloadAdvice,
+    in_measured_order,
+    standing,
+)
 from perfgate.documents.diagnosis import Diagnosis
 from perfgate.documents.history import WorkloadHistory
 from perfgate.documents.result import RunResult, WorkloadResult
@@ -604,7 +611,7 @@ def _advice(
     proofs = {v.rule_id: v for v in advised.verifications}
     views = [
         _advice_view(workload, rank, item, proofs.get(item.rule_id))
-        for rank, item in enumerate(advised.advice, start=1)
+        for rank, item in enumerate(in_measured_order(advised.advice, proofs), start=1)
     ]
     return views, "" if views else "No rule fired: nothing to advise."
 
@@ -624,7 +631,7 @@ def _advice_view(workload: str, rank: int, item: Advice, proof: Verification | N
         title=item.title,
         tier=item.tier,
         saving=f"{item.saving:.1%}",
-        status=item.status,
+        status=standing(item, proof),
         measured=measured,
         evidence=[(k, _evidence_value(v)) for k, v in item.evidence.items()],
         fix=item.fix.strip(),

@@ -107,7 +107,7 @@ def profile_workload(
     import torch
 
     source = BatchSource(setup.batches, reference)
-    flops = _flops_per_step(setup, source, device)
+    flops = _flops_per_step(setup, source)
     for _ in range(warmup):
         batch, _ = source.next()
         setup.step(batch)
@@ -168,9 +168,9 @@ def measure_communication(
     return CommunicationWindow(**summary.to_dict()) if summary is not None else None
 
 
-def _flops_per_step(setup: TrainingSetup, source: BatchSource, device: str) -> float | None:
-    """FLOPs of one step for MFU (CUDA only: there is no CPU peak): counted, else analytic."""
-    if device != "cuda":
-        return None
+def _flops_per_step(setup: TrainingSetup, source: BatchSource) -> float | None:
+    """FLOPs of one step, counted, else analytic: the window's FLOP rate, against the vendor
+    peak (MFU, CUDA only: there is no CPU peak) and against the machine's own measured matmul
+    ceiling when ``perfgate doctor --peak`` stored one (any device)."""
     counted = count_step_flops(setup, source).counted_per_step
     return float(counted) if counted else setup.analytic_flops_per_step

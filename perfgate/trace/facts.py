@@ -32,7 +32,8 @@ Facts = dict[str, float | bool | str]
 """Catalogue name (or derivation input) → value."""
 
 DERIVATION_INPUTS = ("flops_per_step", "peak_tflops", "gc_pause_ms_per_step")
-"""Facts the parent turns into ``mfu`` and ``gc_pause_share`` with the trace's step time."""
+"""Facts the parent turns into ``achieved_tflops``, ``mfu`` and ``gc_pause_share`` with the
+trace's step time."""
 
 
 def collect_facts(
@@ -51,10 +52,11 @@ def collect_facts(
         **memory_facts(device),
         **distributed_facts(setup.model, knobs, device),
     }
+    if flops_per_step:
+        facts["flops_per_step"] = float(flops_per_step)
     if device == "cuda":
         peak = lookup_peak(str(facts.get("gpu_name", "")), setup.compute_dtype)
-        if peak.tflops is not None and flops_per_step:
-            facts["flops_per_step"] = float(flops_per_step)
+        if peak.tflops is not None:
             facts["peak_tflops"] = peak.tflops
     return facts
 
