@@ -8,14 +8,15 @@ trace into one JSON document in ``tests/data/advise/evidence/``:
 1. The trace is parsed by perfgate's own ``evidence_from_trace`` (the code ``perfgate advise``
    runs on a fresh profile), so a document is exactly what perfgate would see.
 2. Facts a trace cannot record directly (autocast, TF32 switches, memory format, compile, the
-   process group) are *inferred* from what the trace does record, by the functions below, each
-   with its reason in ``_inferred``: fp32 inputs to every matmul mean no autocast, ``…sgemm…``
-   kernels mean no TF32, ``nchwToNhwc`` kernels mean an NCHW model, the header's
-   ``distributedInfo`` gives the world size and backend, and so on. The data-parallel wrapper is
-   not inferred: no trace tells it apart reliably, so the rules that need it stay silent.
-3. Facts no trace records at all (``cudnn.benchmark``; autocast in a bf16-weights model) are
-   *assumed*, in ``_assumed`` with the reason; an assumption is always the one under which the
-   rule in question could fire, so a rule that stays silent does so on recorded evidence.
+   process group, the batch) are *inferred* from what the trace does record by perfgate itself
+   (``perfgate.trace.inference``, what ``perfgate advise --trace`` reads), each with its
+   reason in ``_inferred``: fp32 inputs to every matmul mean no autocast, ``…sgemm…`` kernels
+   mean no TF32, ``nchwToNhwc`` kernels mean an NCHW model, the header's ``distributedInfo``
+   gives the world size and backend, and so on.
+3. Facts no trace records at all (``cudnn.benchmark``, which perfgate assumes at PyTorch's
+   default; autocast in a bf16-weights model, assumed here) are *assumed*, in ``_assumed`` with
+   the reason; an assumption is always the one under which the rule in question could fire, so
+   a rule that stays silent does so on recorded evidence.
 
 Run from the repository root (the large traces are read from ``../shared/traces``)::
 
@@ -40,8 +41,10 @@ from typing import Any
 from perfgate.advise.catalogue import Evidence
 from perfgate.advise.evidence import evidence_from_trace
 from perfgate.advise.trace_evidence import trace_evidence
-from perfgate.trace.facts import device_backend
+from perfgate.trace import inference
 from perfgate.trace.loader import load_document, parse_trace
+from perfgate.trace.model import Trace
+from perfgate.trace.timeline import build_timeline
 
 REPO = Path(__file__).resolve().parent.parent
 LOCAL = REPO / "tests" / "data" / "advise"
@@ -50,9 +53,6 @@ OUT = LOCAL / "evidence"
 SCHEMA = "perfgate.recorded-evidence"
 VERSION = 1
 
-_LAYOUT_KERNELS = ("nchwtonhwc", "nhwctonchw", "batched_transpose")
-_CONV_OPS = ("aten::conv2d",)
-_COMPILED = ("Torch-Compiled Region", "CompiledFunction")
 _AUTOCAST_WHY = (
     "not recorded; assumed off, the case in which the precision rules could fire "
     "(with bf16 weights the fp32 fraction keeps them silent either way)"
@@ -66,12 +66,9 @@ class Recording:
     trace: str
     """File stem in ``tests/data/advise`` or ``../shared/traces``."""
     what: str
-    step_region: str | None = None
-    """For a trace without ``ProfilerStep#`` markers: the suffix of the annotation that spans
-    the measured step; its outermost instance is marked as ``ProfilerStep#1``."""
-    batch_from: tuple[str, int] | None = None
-    """``(op, input)``: the batch size is the first dimension of that input of the first such
-    op (the model's input)."""
+    step_annotation: str | None = None
+    """For a trace without ``ProfilerStep#`` markers: the range that spans the measured step
+    (``perfgate advise --step-annotation``)."""
     assumed: Mapping[str, tuple[bool | float | str, str]] = field(default_factory=dict)
     """Facts no trace records: name → (value, why)."""
 
@@ -88,31 +85,24 @@ RECORDINGS: tuple[Recording, ...] = (
     Recording(
         trace="v100-train",
         what="V100 fp32 convolution-net training with cuDNN and SGD",
-        assumed={
-            "cudnn_benchmark": (False, "not recorded in a trace; PyTorch's default"),
-        },
+        assumed={},
     ),
     Recording(
         trace="a100-alexnet-forward",
         what="AlexNet forward on an A100 (fp32 SGEMM linears, TF32 cuDNN convolutions, NCHW)",
-        step_region="|measure|forward]",
-        assumed={
-            "cudnn_benchmark": (False, "not recorded in a trace; PyTorch's default"),
-        },
+        step_annotation="[param|pytorch.model.alex_net|0|0|0|measure|forward]",
+        assumed={},
     ),
     Recording(
         trace="h100-owlv2-inference-bf16",
         what="OWLv2 bf16 inference on an H100: hand-written attention, host syncs",
-        batch_from=("aten::conv2d", 0),
         assumed={
             "autocast_enabled": (False, _AUTOCAST_WHY),
-            "cudnn_benchmark": (False, "not recorded in a trace; PyTorch's default"),
         },
     ),
     Recording(
         trace="h100-qwen-0.5b-inference-sdpa",
         what="Qwen 0.5B bf16 inference on an H100 through SDPA (flash)",
-        batch_from=("aten::embedding", 1),
         assumed={"autocast_enabled": (False, _AUTOCAST_WHY)},
     ),
     Recording(
@@ -124,16 +114,13 @@ RECORDINGS: tuple[Recording, ...] = (
         trace="a100-train-nccl",
         what="rank 0 of a 2-rank NCCL DistributedDataParallel training job on A100s: fp32 "
         "(TF32) convolution net with cuDNN and SGD, all-reduces partly behind the backward",
-        assumed={
-            "cudnn_benchmark": (False, "not recorded in a trace; PyTorch's default"),
-        },
+        assumed={},
     ),
     Recording(
         trace="mi300-resnet-train-checkpointing",
         what="ResNet bf16 training with activation checkpointing on an MI300X (ROCm)",
         assumed={
             "autocast_enabled": (False, _AUTOCAST_WHY),
-            "cudnn_benchmark": (False, "not recorded in a trace; PyTorch's default"),
         },
     ),
 )
@@ -148,13 +135,13 @@ def trace_path(name: str, shared: Path = SHARED) -> Path:
 
 def record(recording: Recording, path: Path) -> dict[str, Any]:
     """The evidence document of one trace (see the module docstring)."""
-    trace = load_document(path)
+    model = parse_trace(load_document(path), recording.step_annotation)
     step = "its ProfilerStep# markers"
-    if recording.step_region is not None:
-        step = _mark_step(trace, recording.step_region)
-    model = parse_trace(trace)
-    facts, inferred = infer_facts(trace, trace_evidence(model), recording)
+    if recording.step_annotation is not None:
+        step = f"the outermost {recording.step_annotation!r} range (--step-annotation)"
+    facts, inferred, assumed = infer_facts(model, trace_evidence(model), recording)
     facts.update({name: value for name, (value, _) in recording.assumed.items()})
+    assumed.update({name: why for name, (_, why) in recording.assumed.items()})
     evidence = evidence_from_trace(model, facts)
     return {
         "schema": SCHEMA,
@@ -166,126 +153,25 @@ def record(recording: Recording, path: Path) -> dict[str, Any]:
         "recorded_with": "python benchmarks/record_gpu_evidence.py",
         "evidence": dict(sorted(evidence.items())),
         "_inferred": dict(sorted(inferred.items())),
-        "_assumed": {name: why for name, (_, why) in sorted(recording.assumed.items())},
+        "_assumed": dict(sorted(assumed.items())),
     }
-
-
-def _mark_step(trace: dict[str, Any], suffix: str) -> str:
-    regions = [
-        event
-        for event in trace["traceEvents"]
-        if event.get("cat") == "user_annotation" and str(event.get("name", "")).endswith(suffix)
-    ]
-    if not regions:
-        raise SystemExit(f"no annotation ending in {suffix!r} in the trace")
-    outer = max(regions, key=lambda event: float(event["dur"]))
-    original = str(outer["name"])
-    outer["name"] = "ProfilerStep#1"
-    return (
-        f"the outermost {original!r} annotation, marked as ProfilerStep#1 (the rest of the "
-        "trace is CUDA context creation and the cuDNN warm-up forward)"
-    )
 
 
 def infer_facts(
-    trace: dict[str, Any], found: Evidence, recording: Recording
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """Facts inferred from the trace's content, and the reason for each."""
-    events = trace.get("traceEvents", [])
-    ops = [e for e in events if e.get("cat") == "cpu_op"]
-    kernels = [str(e.get("name", "")) for e in events if e.get("cat") == "kernel"]
+    model: Trace, found: Evidence, recording: Recording
+) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
+    """Facts perfgate itself reads from the trace's content (``perfgate.trace.inference``, what
+    ``perfgate advise --trace`` reads): the values, the reasons of the inferred ones and of the
+    assumed ones; a fact the recording assumes is left to it."""
     facts: dict[str, Any] = {}
-    why: dict[str, str] = {}
-    fraction = found.get("fp32_matmul_fraction")
-    unassumed = "autocast_enabled" not in recording.assumed
-    if unassumed and isinstance(fraction, float) and fraction >= 0.99:
-        facts["autocast_enabled"] = False
-        why["autocast_enabled"] = (
-            "every timed matmul and convolution had fp32 inputs; under autocast they "
-            "would have been bf16 or fp16"
-        )
-    capability = found.get("compute_capability")
-    ampere = isinstance(capability, str) and float(capability) >= 8.0  # TF32 exists from 8.0
-    if ampere and found.get("matmul_dtype") in ("fp32", "tf32"):
-        tf32 = found["matmul_dtype"] == "tf32"
-        facts["tf32_matmul"] = tf32
-        why["tf32_matmul"] = (
-            "fp32 matmuls ran on TF32 tensor-op kernels (s1688/tf32 in their names)"
-            if tf32
-            else "fp32 matmuls ran on plain SGEMM kernels: TF32 was off for matmuls"
-        )
-    convs = [e for e in ops if e.get("name") in _CONV_OPS]
-    if convs:
-        steps = found.get("profiled_steps")
-        per_step = len(convs) / float(steps) if isinstance(steps, float) and steps else len(convs)
-        facts["conv_layer_count"] = float(round(per_step))
-        why["conv_layer_count"] = "aten::conv2d calls per profiled step (recomputed ones too)"
-        layout = [k for k in kernels if any(n in k.lower() for n in _LAYOUT_KERNELS)]
-        if layout:
-            facts["channels_last"] = False
-            why["channels_last"] = (
-                f"{len(layout)} layout-conversion kernels ({layout[0][:40]}…): the library "
-                "transposed NCHW tensors for its NHWC kernels"
-            )
-    compiled = [e for e in events if any(m in str(e.get("name", "")) for m in _COMPILED)]
-    if compiled:
-        facts["compiled"] = True
-        why["compiled"] = f"{len(compiled)} compiled-region events ({compiled[0]['name'][:40]})"
-    elif ops:
-        facts["compiled"] = False
-        why["compiled"] = f"no compiled region among the trace's {len(ops)} ops"
-    facts.update(_memory(trace, why))
-    facts.update(_process_group(trace, why))
-    if recording.batch_from is not None:
-        op, position = recording.batch_from
-        first = next(e for e in sorted(ops, key=lambda e: e["ts"]) if e.get("name") == op)
-        dims = first["args"]["Input Dims"][position]
-        facts["batch_size"] = float(dims[0])
-        why["batch_size"] = f"first dimension of the first {op}'s input {position}: {dims}"
-    return facts, why
-
-
-def _memory(trace: dict[str, Any], why: dict[str, str]) -> dict[str, float]:
-    """Peak reserved CUDA memory from ``[memory]`` events (``profile_memory=True``)."""
-    events = trace.get("traceEvents", [])
-    reserved = [
-        (e["args"].get("Device Id"), float(e["args"].get("Total Reserved", 0)))
-        for e in events
-        if e.get("name") == "[memory]" and e.get("args", {}).get("Device Type") == 1
-    ]
-    if not reserved:
-        return {}
-    device, peak = max(reserved, key=lambda item: item[1])
-    totals = {p.get("id"): p.get("totalGlobalMem") for p in trace.get("deviceProperties", [])}
-    total = totals.get(device)
-    if not isinstance(total, int | float) or total <= 0:
-        return {}
-    why["memory_peak_bytes"] = f"largest 'Total Reserved' of the [memory] events on GPU {device}"
-    why["memory_total_bytes"] = f"totalGlobalMem of GPU {device} in deviceProperties"
-    why["memory_headroom_fraction"] = "1 - peak / total"
-    return {
-        "memory_peak_bytes": peak,
-        "memory_total_bytes": float(total),
-        "memory_headroom_fraction": max(0.0, 1.0 - peak / total),
-    }
-
-
-def _process_group(trace: dict[str, Any], why: dict[str, str]) -> dict[str, Any]:
-    """World size and backend from the header's ``distributedInfo`` (Kineto writes the default
-    process group's there when one is initialised); a header without them gives neither."""
-    info = trace.get("distributedInfo")
-    if not isinstance(info, dict):
-        return {}
-    facts: dict[str, Any] = {}
-    size = info.get("world_size")
-    if isinstance(size, int) and not isinstance(size, bool) and size >= 1:
-        facts["world_size"] = float(size)
-        why["world_size"] = f"distributedInfo in the trace header: world_size {size}"
-    backend = info.get("backend")
-    if isinstance(backend, str) and backend:
-        facts["dist_backend"] = device_backend(backend, "cuda")  # a GPU trace: the CUDA one
-        why["dist_backend"] = f"distributedInfo in the trace header: backend {backend!r}"
-    return facts
+    inferred: dict[str, str] = {}
+    assumed: dict[str, str] = {}
+    for fact in inference.infer_facts(build_timeline(model), found):
+        if fact.name in recording.assumed:
+            continue
+        facts[fact.name] = fact.value
+        (assumed if fact.assumed else inferred)[fact.name] = fact.reason
+    return facts, inferred, assumed
 
 
 def document_path(recording: Recording, out: Path = OUT) -> Path:

@@ -11,7 +11,13 @@ import math
 from pathlib import Path
 from typing import Any
 
-from perfgate.documents.advice import Advice, AdviceReport, Verification, WorkloadAdvice
+from perfgate.documents.advice import (
+    Advice,
+    AdviceReport,
+    InferredFact,
+    Verification,
+    WorkloadAdvice,
+)
 from perfgate.documents.calibration import Calibration, CalibrationReport
 from perfgate.documents.ceilings import (
     CeilingsEntry,
@@ -33,6 +39,7 @@ from perfgate.documents.result import (
     WorkloadSummary,
 )
 from perfgate.documents.snapshot import BaselineSnapshot, MetricStatistics, SnapshotRun
+from perfgate.documents.trace_diff import TraceChange, TraceDiff, TraceSide
 from perfgate.documents.verdict import (
     CompareVerdict,
     ErrorDocument,
@@ -423,6 +430,9 @@ def advice(rule_id: str = "optimizer-not-fused", **changes: Any) -> Advice:
         "verify_knobs": {"optimizer": "fused", "batch_size": 32, "compile": True, "x": None},
         "status": "verified",
         "notes": ("estimated speed-up 0.9 is below 1: no saving expected",),
+        "pattern": "a per-parameter optimizer loop",
+        "location": "Trainer · train.py(88): step",
+        "estimate_basis": "the rule's constant 2x",
     }
     return Advice(**{**fields, **changes})
 
@@ -463,8 +473,47 @@ def workload_advice(name: str = "gpt", **changes: Any) -> WorkloadAdvice:
         ],
         "trace_path": Path("traces/gpt.trace.json"),
         "diagnosis": diagnosis(),
+        "source": "traces/gpt.pt.trace.json.gz",
+        "inferred": [
+            InferredFact(name="compiled", value=False, reason="no compiled region"),
+            InferredFact(name="cudnn_benchmark", value=False, reason="default", assumed=True),
+            InferredFact(name="batch_size", value=16.0, reason="leading dimension"),
+        ],
+        "changes": trace_diff(),
     }
     return WorkloadAdvice(**{**fields, **changes})
+
+
+def trace_diff() -> TraceDiff:
+    """Two traces compared, one mover of each side."""
+    return TraceDiff(
+        before=TraceSide(path="before.json", steps=5, step_ms=12.5, device="cuda"),
+        after=TraceSide(path="after.json.gz", steps=10, step_ms=13.0, device="cuda"),
+        step_change=0.04,
+        changes=[
+            TraceChange(
+                side="op",
+                name="aten::copy_",
+                change="added",
+                before_calls=0.0,
+                after_calls=48.0,
+                before_us=0.0,
+                after_us=310.0,
+                step_share=0.0248,
+            ),
+            TraceChange(
+                side="kernel",
+                name="void gemm<float>",
+                change="more frequent",
+                before_calls=2.0,
+                after_calls=2.5,
+                before_us=100.0,
+                after_us=101.0,
+                step_share=0.00008,
+            ),
+        ],
+        omitted=3,
+    )
 
 
 def advice_report() -> AdviceReport:

@@ -1,7 +1,7 @@
 """Kernel-level evidence from real GPU profiler traces (A100, H100, B200, MI300, V100, CPU-only).
 
-The traces were recorded by others on real hardware (see ``tests/data/advise/README.md``); the
-small ones live in ``tests/data/advise/``, the large ones are read from ``../shared/traces/``.
+The traces were recorded by others on real hardware; they live in ``tests/data/advise/`` (see
+its README).
 Expected values are counted from the raw JSON in the test where a count is possible, so a test
 does not just repeat what the parser computes.
 """
@@ -22,7 +22,6 @@ from perfgate.trace.categories import kernel_dtype, kernel_family, matmul_operan
 from perfgate.trace.loader import load_document as load_trace
 
 DATA = Path(__file__).resolve().parent / "data" / "advise"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 LOCAL = ("a100-alexnet-forward", "cpu-only", "h100-qwen-0.5b-inference-sdpa")
 LARGE = (
     "a100-train-control",
@@ -36,12 +35,7 @@ LARGE = (
 
 
 def _path(name: str) -> Path:
-    return (DATA if name in LOCAL else SHARED) / f"{name}.json.gz"
-
-
-def _needs(name: str) -> Any:
-    """Skip a test on a large shared trace when the shared folder is not next to the project."""
-    return pytest.mark.skipif(not _path(name).exists(), reason=f"{_path(name)} not present")
+    return DATA / f"{name}.json.gz"
 
 
 @cache
@@ -59,7 +53,7 @@ def count(name: str, keep: Callable[[dict[str, Any]], bool]) -> int:
     return sum(1 for event in raw(name)["traceEvents"] if keep(event))
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_needs(n)) for n in (*LOCAL, *LARGE)])
+@pytest.mark.parametrize("name", [*LOCAL, *LARGE])
 @pytest.mark.slow
 def test_every_metric_is_in_the_catalogue_with_its_kind(name: str) -> None:
     found = evidence(name)
@@ -72,7 +66,6 @@ def test_every_metric_is_in_the_catalogue_with_its_kind(name: str) -> None:
             assert 0.0 <= float(found[key]) <= 1.0, (key, found[key])
 
 
-@_needs("a100-train-control")
 def test_a100_training_is_segmented_into_its_profiler_steps() -> None:
     found = evidence("a100-train-control")
     steps = [
@@ -88,7 +81,6 @@ def test_a100_training_is_segmented_into_its_profiler_steps() -> None:
     assert found["gpu_vendor"] == "nvidia"
 
 
-@_needs("a100-train-control")
 def test_a100_training_breakdown_names_its_costs() -> None:
     found = evidence("a100-train-control")
     # All-to-all and all-reduce NCCL kernels, cuBLAS/CUTLASS GEMMs, an Adagrad step, a DataLoader.
@@ -106,8 +98,6 @@ def test_a100_training_breakdown_names_its_costs() -> None:
     assert found["host_sync_count"] == pytest.approx(syncs / 6)
 
 
-@_needs("a100-train-control")
-@_needs("a100-train-test")
 def test_two_runs_of_one_job_differ_where_the_change_is() -> None:
     control, changed = evidence("a100-train-control"), evidence("a100-train-test")
     assert float(changed["copy_share"]) > 2 * float(control["copy_share"])
@@ -147,7 +137,6 @@ def test_qwen_sdpa_flash_is_not_taken_for_manual_attention() -> None:
     assert found["compute_capability"] == "9.0"
 
 
-@_needs("h100-owlv2-inference-bf16")
 def test_owlv2_hopper_gemms_and_attention_without_sdpa() -> None:
     found = evidence("h100-owlv2-inference-bf16")
     assert found["sdpa_used"] is False
@@ -181,7 +170,6 @@ def test_hopper_and_blackwell_gemm_names() -> None:
     assert kernel_family("a_kernel_from_a_gpu_not_yet_released") == "other"
 
 
-@_needs("b200-vllm-eager")
 def test_b200_newer_kernel_names_are_sorted_or_other_never_a_crash() -> None:
     found = evidence("b200-vllm-eager")
     assert found["compute_capability"] == "10.0"
@@ -191,7 +179,6 @@ def test_b200_newer_kernel_names_are_sorted_or_other_never_a_crash() -> None:
     assert found["matmul_dtype"] == "bf16"
 
 
-@_needs("mi300-resnet-train-checkpointing")
 def test_mi300_rocm_trace_degrades_clearly() -> None:
     found = evidence("mi300-resnet-train-checkpointing")
     assert found["gpu_vendor"] == "amd"
@@ -203,7 +190,6 @@ def test_mi300_rocm_trace_degrades_clearly() -> None:
     assert found["profiled_steps"] == 3
 
 
-@_needs("v100-train")
 def test_v100_convnet_training_is_convolution_bound_in_fp32() -> None:
     found = evidence("v100-train")
     assert found["compute_capability"] == "7.0"

@@ -1,7 +1,7 @@
 """Communication share, exposure and overlap from profiler traces (``trace.communication``).
 
 Real traces: the two ranks of a CPU DDP run over gloo (``tests/data/traces/README.md``) and an A100
-NCCL training trace from ``../shared/traces/`` (skipped when that folder is absent). Expected values
+NCCL training trace in ``tests/data/advise/``. Expected values
 on the A100 trace are swept from the raw events by stream, independently of the module's interval
 arithmetic and kernel-name families. Small hand-made traces pin each rule, and property tests check
 the invariants and the exact values against a brute-force count on random integer timelines.
@@ -26,10 +26,8 @@ from perfgate.trace.loader import load_document as load_trace
 HERE = Path(__file__).resolve().parent
 TRACES = HERE / "data" / "traces"
 ADVISE = HERE / "data" / "advise"
-SHARED = HERE.parents[1] / "shared" / "traces"
-NCCL = SHARED / "a100-train-nccl.json.gz"
+NCCL = ADVISE / "a100-train-nccl.json.gz"
 RANKS = [TRACES / f"cpu-gloo-ddp-rank{rank}.json.gz" for rank in (0, 1)]
-needs_nccl = pytest.mark.skipif(not NCCL.exists(), reason=f"{NCCL} not present")
 
 
 @cache
@@ -143,7 +141,6 @@ def _nccl_expected(step: str | None) -> tuple[float, float, float, float, int]:
     return sum(b - a for a, b in windows), talking, exposed, busy, count
 
 
-@needs_nccl
 def test_nccl_stream_kernels_are_the_communication() -> None:
     names = {
         e["name"]
@@ -153,7 +150,6 @@ def test_nccl_stream_kernels_are_the_communication() -> None:
     assert names and all(name.startswith("ncclKernel_") for name in names)
 
 
-@needs_nccl
 @pytest.mark.parametrize("step", ["ProfilerStep#5", None], ids=["one-step", "all-steps"])
 def test_nccl_exposure_matches_a_sweep_of_the_raw_events(step: str | None) -> None:
     trace = raw(NCCL)
@@ -178,7 +174,6 @@ def test_nccl_exposure_matches_a_sweep_of_the_raw_events(step: str | None) -> No
     assert 0 < found.exposed_us < found.communication_us  # partly hidden behind backward
 
 
-@needs_nccl
 def test_nccl_evidence_adds_exposure_and_overlap() -> None:
     found = trace_evidence(raw(NCCL))
     expected = summary(NCCL)

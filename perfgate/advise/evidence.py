@@ -223,7 +223,13 @@ def evidence_from_trace(trace: Trace | Mapping[str, Any], facts: Mapping[str, An
     and ``gc_pause_share`` are derived from the facts' inputs and the trace's step time; only
     catalogue names remain.
     """
-    evidence = trace_evidence(trace)
+    return combine_evidence(trace_evidence(trace), facts)
+
+
+def combine_evidence(measured: Evidence, facts: Mapping[str, Any]) -> Evidence:
+    """A trace's ``measured`` evidence with ``facts`` laid over it (see
+    :func:`evidence_from_trace`)."""
+    evidence = dict(measured)
     compiled = bool(evidence.get("compiled")) or bool(facts.get("compiled"))
     for name, value in facts.items():
         if name in EVIDENCE and isinstance(value, bool | int | float | str):

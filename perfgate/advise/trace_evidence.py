@@ -31,10 +31,10 @@ from perfgate.trace.syncs import host_syncs
 from perfgate.trace.timeline import Timeline, build_timeline
 
 
-def trace_evidence(trace: Trace | Mapping[str, Any]) -> Evidence:
-    """Every trace-derived metric of the catalogue that ``trace`` (a model or a trace
-    document) can support."""
-    timeline = build_timeline(as_trace(trace))
+def trace_evidence(trace: Trace | Mapping[str, Any] | Timeline) -> Evidence:
+    """Every trace-derived metric of the catalogue that ``trace`` (a model, a trace document,
+    or a model already structured) can support."""
+    timeline = trace if isinstance(trace, Timeline) else build_timeline(as_trace(trace))
     gpu = on_gpu(timeline)
     evidence: Evidence = {"device": "cuda" if gpu else "cpu"}
     if gpu:

@@ -13,6 +13,12 @@ Format history:
 - 1.1 (2026-12-01): each workload's ``diagnosis`` (optional): what bounds it in the profiled
   window (:mod:`perfgate.documents.diagnosis`).
 - 1.2 (2026-12-02): the header's ``schema_minor``.
+- 1.3 (2026-12-04): advice read from a trace file (``perfgate advise --trace``): a workload's
+  ``source`` (the trace) and ``inferred`` (the configuration facts the trace implied, each with
+  its reason), its ``changes`` against an earlier trace (``--before``: a
+  :class:`~perfgate.documents.trace_diff.TraceDiff`); each advice's ``pattern`` and
+  ``location`` (the code the rule saw, and where) and ``estimate_basis`` (what its estimated
+  speed-up rests on).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any, Literal
 
 from perfgate.documents.base import DocumentKind
 from perfgate.documents.diagnosis import Diagnosis
+from perfgate.documents.trace_diff import TraceDiff
 
 Confidence = Literal["high", "medium", "low"]
 """How sure a rule is of its trigger (``perfgate.advise.rules``)."""
@@ -69,7 +76,31 @@ class Advice:
     status: Status = "unverified"
     """Set by the verification step; refuted advice ranks after the rest."""
     notes: tuple[str, ...] = field(default=())
-    """Caveats worth showing (a knob that could not be computed, a speed-up below 1)."""
+    """Caveats worth showing (a knob that could not be computed, a speed-up below 1, a fact
+    assumed rather than recorded)."""
+    pattern: str | None = None
+    """The code pattern the rule saw, when it tells one from another (``nn.MultiheadAttention
+    returning its weights`` against a hand-written chain); the fix is the pattern's."""
+    location: str | None = None
+    """Where the pattern ran: the module and the source line, when the profile's stack gives
+    them (``Owlv2Attention · transformers/models/owlv2/modeling_owlv2.py(410): forward``)."""
+    estimate_basis: str | None = None
+    """What the estimated speed-up rests on: a microbenchmark measured on this machine at the
+    workload's shapes, or the rule's constant (and why that constant)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class InferredFact:
+    """A configuration fact read from a trace rather than from the live workload
+    (``perfgate.trace.inference``), with what in the trace says so."""
+
+    name: str
+    """The evidence catalogue's name."""
+    value: EvidenceValue
+    reason: str
+    assumed: bool = False
+    """Not recorded at all: PyTorch's default, assumed so that advice reading it can fire,
+    and said in that advice's notes."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,6 +185,13 @@ class WorkloadAdvice:
     """Where the profiler trace was kept (``--trace-dir``), if it was."""
     diagnosis: Diagnosis | None = None
     """What bounds the workload in the profiled window; advice acting on it ranks first."""
+    source: str | None = None
+    """The trace file the advice was read from (``perfgate advise --trace``); None when
+    perfgate profiled the workload itself."""
+    inferred: list[InferredFact] = field(default_factory=list)
+    """What the trace implied about the configuration (a trace's advice only)."""
+    changes: TraceDiff | None = None
+    """What moved since an earlier trace of the same job (``--before``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,7 +205,7 @@ class AdviceReport:
 ADVICE: DocumentKind[AdviceReport] = DocumentKind(
     name="perfgate.advice",
     major=1,
-    minor=2,
+    minor=3,
     model=AdviceReport,
     produced_by="perfgate advise --json, perfgate run --profile or perfgate gate",
 )

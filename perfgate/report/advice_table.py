@@ -13,9 +13,11 @@ from perfgate.report.terminal import PlainTable
 def advice_table(result: WorkloadAdvice) -> Table:
     """Ranked advice of one workload with the evidence behind each and, if run, the proof."""
     bound = f" · {result.diagnosis.label}" if result.diagnosis is not None else ""
+    what = (
+        f"{result.name} (trace)" if result.source is not None else f"{result.name}@{result.preset}"
+    )
     table = PlainTable(
-        title=f"perfgate advise · {result.name}@{result.preset}{bound} · "
-        f"{len(result.advice)} advice",
+        title=f"perfgate advise · {what}{bound} · {len(result.advice)} advice",
         title_justify="left",
         caption=result.diagnosis.reason if result.diagnosis is not None else None,
         caption_justify="left",
@@ -44,4 +46,26 @@ def advice_table(result: WorkloadAdvice) -> Table:
 
 
 def _value(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
     return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def advice_notes(result: WorkloadAdvice) -> list[str]:
+    """What the table has no room for, as lines: where each advice's pattern ran, its notes
+    (an assumed fact, a knob that could not be computed), what its estimate rests on, and
+    the configuration a trace implied."""
+    lines = []
+    measured = {v.rule_id: v for v in result.verifications}
+    for rank, item in enumerate(in_measured_order(result.advice, measured), start=1):
+        about = f"#{rank} {item.rule_id}"
+        if item.pattern is not None:
+            where = f" in {item.location}" if item.location is not None else ""
+            lines.append(f"{about}: found {item.pattern}{where}")
+        if item.estimate_basis is not None:
+            lines.append(f"{about}: estimate from {item.estimate_basis}")
+        lines.extend(f"{about}: {note}" for note in item.notes)
+    for fact in result.inferred:
+        kind = "assumed" if fact.assumed else "from the trace"
+        lines.append(f"{kind}: {fact.name} = {_value(fact.value)} ({fact.reason})")
+    return lines

@@ -113,8 +113,15 @@ def transfers(timeline: Timeline) -> Transfers:
     )
 
 
+COMPILED_MARKS = ("Torch-Compiled Region", "CompiledFunction")
+"""Names of the host events ``torch.compile``'s regions and autograd functions leave."""
+
+
+def compiled_regions(trace: Trace) -> list[str]:
+    """Names of the host events that are ``torch.compile``'s regions, in the trace's order."""
+    return [e.name for e in trace.host if any(mark in e.name for mark in COMPILED_MARKS)]
+
+
 def compiled(trace: Trace) -> bool:
     """The trace shows ``torch.compile``'s regions (a compiled model or step function)."""
-    return any(
-        "Torch-Compiled Region" in e.name or "CompiledFunction" in e.name for e in trace.host
-    )
+    return bool(compiled_regions(trace))

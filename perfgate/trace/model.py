@@ -11,7 +11,11 @@ then add them in the same order every time):
   (``cuda_runtime``: the kernel launches, the synchronisations);
 - GPU activity: kernels, and memory copies and sets, tied to the runtime call that launched
   them by their ``correlation`` id;
-- the ``ProfilerStep#N`` windows, the ``deviceProperties`` header and ``distributedInfo``.
+- the ``ProfilerStep#N`` windows, the ``deviceProperties`` header and ``distributedInfo``;
+- Python frames (``python_function``, recorded with ``with_stack=True``), kept apart from the
+  host events so they never change the nesting the analyses read: they say *where* in the
+  code an op ran (its module and source line), not how long it took;
+- the CUDA allocator's ``[memory]`` samples (``profile_memory=True``): reserved bytes over time.
 
 Times are the trace's microseconds; ``end`` is ``ts + dur``. Everything else in the file
 (flow arrows, counters, Python frames, metadata) is dropped. Values the JSON nests (an op's
@@ -114,6 +118,27 @@ class DeviceProperties:
     name: str | None
     compute_major: int | None
     compute_minor: int | None
+    total_memory: float | None = None
+    """``totalGlobalMem`` in bytes, when the header records it."""
+
+
+@dataclass(frozen=True, slots=True)
+class PythonFrame:
+    """One Python call (``with_stack=True``): ``file.py(line): function``, or a module's
+    ``forward`` as ``nn.Module: ClassName_N``."""
+
+    name: str
+    ts: float
+    end: float
+    thread: Thread
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySample:
+    """One ``[memory]`` event of the CUDA caching allocator: what it held reserved then."""
+
+    device: int | None
+    reserved_bytes: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +175,10 @@ class Trace:
     collectives: tuple[Collective, ...]
     rocm: bool
     """The header names a ROCm runtime (``roctracer_version``, ``hip_runtime_version``)."""
+    python: tuple[PythonFrame, ...] = ()
+    """Python frames, in the trace's order (none unless recorded ``with_stack``)."""
+    memory_samples: tuple[MemorySample, ...] = ()
+    """GPU allocator samples (none unless recorded with ``profile_memory``)."""
 
     @functools.cached_property
     def kernels(self) -> tuple[Kernel, ...]:
