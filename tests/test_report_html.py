@@ -290,6 +290,9 @@ def test_hostile_branch_knobs_notes_and_advice_stay_text() -> None:
                         "snippet": "print('</pre><script>alert(1)</script>')",
                         "references": ["javascript:alert(1)"],
                         "verify_knobs": {},
+                        "pattern": HOSTILE,
+                        "location": HOSTILE,
+                        "estimate_basis": HOSTILE,
                     }
                 ],
                 "verifications": [],

@@ -328,6 +328,44 @@ _SPECS: tuple[EvidenceSpec, ...] = (
         "trace",
         "hand-written attention blocks per step (forward softmaxes inside such chains)",
     ),
+    # --- the code behind a finding (perfgate.trace.sites) ----------------------------------------
+    _spec(
+        "attention_pattern",
+        "text",
+        "",
+        BOTH,
+        "trace",
+        "what the explicit attention is: multihead_attention_weights (nn.MultiheadAttention "
+        "returning its weights) or hand_written",
+    ),
+    _spec(
+        "attention_site",
+        "text",
+        "",
+        BOTH,
+        "trace",
+        "module and source line of the explicit attention, as far as the profile tells",
+    ),
+    _spec(
+        "copy_pattern",
+        "text",
+        "",
+        BOTH,
+        "trace",
+        "what carries most copy time: contiguous, cast (.to/.float), clone, reshape (of a "
+        "non-contiguous tensor), copy_ or other",
+    ),
+    _spec("copy_site", "text", "", BOTH, "trace", "module and source line of the heaviest copy"),
+    _spec(
+        "sync_pattern",
+        "text",
+        "",
+        BOTH,
+        "trace",
+        "what makes the host wait: item (.item()), device_to_host_copy (.cpu(), .tolist()) or "
+        "synchronize (an explicit torch.cuda.synchronize())",
+    ),
+    _spec("sync_site", "text", "", BOTH, "trace", "module and source line of the heaviest sync"),
     # --- shapes and kernels --------------------------------------------------------------------
     _spec(
         "matmul_dims_aligned",

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from perfgate.advise.expr import Undefined, Value, evaluate
-from perfgate.advise.rules import Formula, Rule
+from perfgate.advise.rules import Formula, Pattern, Rule
 from perfgate.documents.advice import Advice, Status, Tier, Verification, measured_order
 from perfgate.workloads.knobs import STANDARD_KNOBS
 from perfgate.workloads.protocol import KnobValue
@@ -114,6 +114,7 @@ def evaluate_rule(
     if isinstance(saving, NotFired):
         return saving
     knobs, knob_notes = _knobs(rule, evidence)
+    pattern = matching_pattern(rule, evidence)
     return Advice(
         rule_id=rule.id,
         title=rule.title,
@@ -126,12 +127,32 @@ def evaluate_rule(
             for name in sorted(rule.evidence_names)
             if evidence.get(name) is not None
         },
-        fix=rule.fix,
-        snippet=rule.snippet,
+        fix=pattern.fix if pattern is not None else rule.fix,
+        snippet=pattern.snippet
+        if pattern is not None and pattern.snippet is not None
+        else rule.snippet,
         references=rule.references,
         verify_knobs=knobs,
         notes=(*notes, *knob_notes),
+        pattern=pattern.name if pattern is not None else None,
+        location=_site(pattern, evidence),
     )
+
+
+def matching_pattern(rule: Rule, evidence: Mapping[str, Value]) -> Pattern | None:
+    """The first of the rule's code patterns whose condition holds on ``evidence`` (an
+    undefined condition does not hold), or None: the rule's own fix stands."""
+    for pattern in rule.patterns:
+        if evaluate(pattern.when.tree, evidence) is True:
+            return pattern
+    return None
+
+
+def _site(pattern: Pattern | None, evidence: Mapping[str, Value]) -> str | None:
+    if pattern is None or pattern.site is None:
+        return None
+    site = evidence.get(pattern.site)
+    return site if isinstance(site, str) else None
 
 
 def with_status(advice: Advice, status: Status) -> Advice:

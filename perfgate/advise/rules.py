@@ -23,6 +23,13 @@ A rule file::
     snippet = "..."                      # optional code
     references = ["https://..."]         # optional URLs
 
+    [[patterns]]                         # optional, any number, the first that holds wins
+    when = 'present(attention_pattern) and attention_pattern == "multihead_attention_weights"'
+    name = "nn.MultiheadAttention returning its attention weights"  # the code pattern seen
+    fix = "..."                          # the fix for that pattern (replaces the rule's)
+    snippet = "..."                      # optional (replaces the rule's)
+    site = "attention_site"              # optional: the text evidence naming where it ran
+
     [applies]                            # optional; each key optional
     devices = ["cuda"]                   # cpu, cuda
     min_compute_capability = 8.0         # inclusive bounds
@@ -93,7 +100,9 @@ _REQUIRED = (
     "fix",
     "verify",
 )
-_OPTIONAL = ("applies", "max_saving", "snippet", "references")
+_OPTIONAL = ("applies", "max_saving", "snippet", "references", "patterns")
+_PATTERN_FIELDS = ("when", "name", "fix")
+_PATTERN_OPTIONAL = ("snippet", "site")
 _APPLIES = ("devices", "min_compute_capability", "max_compute_capability", "workload_kinds")
 _FORMULAS: tuple[tuple[str, Kind], ...] = (
     ("when", "bool"),
@@ -134,6 +143,19 @@ KnobSetting = KnobValue | Formula
 
 
 @dataclass(frozen=True, kw_only=True)
+class Pattern:
+    """A code pattern a rule can tell apart, and the fix for it (``[[patterns]]``)."""
+
+    when: Formula
+    name: str
+    """The pattern as the advice names it: ``nn.MultiheadAttention returning its weights``."""
+    fix: str
+    snippet: str | None
+    site: str | None
+    """The text evidence that says where the pattern ran (``attention_site``), if any."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Rule:
     """One validated rule file."""
 
@@ -155,10 +177,14 @@ class Rule:
     verify_knobs: Mapping[str, KnobSetting]
     """Knob changes whose A/B run would verify the advice; empty: unverifiable."""
     path: Path
+    patterns: tuple[Pattern, ...] = ()
+    """The code patterns the rule tells apart, in order: the first whose ``when`` holds names
+    the advice's pattern and gives its fix."""
 
     @property
     def formulas(self) -> tuple[Formula, ...]:
-        """Every expression of the rule, knob formulas included."""
+        """Every expression that decides the rule and its estimate, knob formulas included
+        (a pattern's condition only picks the fix)."""
         knob_formulas = (v for v in self.verify_knobs.values() if isinstance(v, Formula))
         optional = (self.max_saving,) if self.max_saving is not None else ()
         return (self.when, self.speedup, self.affected, self.already_on, *optional, *knob_formulas)
@@ -312,6 +338,7 @@ class _RuleReader:
         title, fix = self._text(document, "title"), self._text(document, "fix")
         snippet = self._text(document, "snippet", empty_ok=True)
         references = self._references(document.get("references", []))
+        patterns = self._patterns(document.get("patterns", []), requires)
         if len(self.problems) > before:
             return None
         return Rule(
@@ -331,6 +358,7 @@ class _RuleReader:
             references=references,
             verify_knobs=knobs,
             path=self.path,
+            patterns=patterns,
         )
 
     def _confidence(self, document: Mapping[str, Any]) -> Confidence:
@@ -518,6 +546,34 @@ class _RuleReader:
                     self.problem(exc.one_line(), key)
         return knobs
 
+    def _patterns(self, value: Any, requires: tuple[str, ...]) -> tuple[Pattern, ...]:
+        if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+            self.problem("patterns should be [[patterns]] tables", ("patterns",))
+            return ()
+        patterns = []
+        for position, table in enumerate(value):
+            where = ("patterns", str(position))
+            self._fields(table, where, _PATTERN_FIELDS, _PATTERN_OPTIONAL)
+            when = (
+                self._formula(table["when"], (*where, "when"), "bool", requires)
+                if "when" in table
+                else None
+            )
+            site = table.get("site")
+            if site is not None and (
+                not isinstance(site, str) or getattr(self.catalogue.get(site), "kind", "") != "text"
+            ):
+                self.problem(f"site {site!r} is not a text evidence name", (*where, "site"))
+                site = None
+            name, fix = self._text(table, "name"), self._text(table, "fix")
+            snippet = table.get("snippet")
+            if snippet is not None and not isinstance(snippet, str):
+                self.problem(f"snippet should be text, got {_toml_type(snippet)}", (*where,))
+                snippet = None
+            if when is not None and name and fix:
+                patterns.append(Pattern(when=when, name=name, fix=fix, snippet=snippet, site=site))
+        return tuple(patterns)
+
     def _references(self, value: Any) -> tuple[str, ...]:
         references = self._strings(value, ("references",))
         for url in references:
@@ -568,6 +624,7 @@ class _Locator:
     """
 
     _HEADER = re.compile(r"\s*\[\s*([A-Za-z0-9_\-]+(?:\s*\.\s*[A-Za-z0-9_\-]+)*)\s*\]")
+    _ARRAY = re.compile(r"\s*\[\[\s*([A-Za-z0-9_\-]+(?:\s*\.\s*[A-Za-z0-9_\-]+)*)\s*\]\]")
     _ASSIGN = re.compile(r"\s*([A-Za-z0-9_\-]+(?:\s*\.\s*[A-Za-z0-9_\-]+)*)\s*=")
 
     def __init__(self, text: str) -> None:
@@ -579,12 +636,19 @@ class _Locator:
 
     def _scan(self) -> None:
         table: tuple[str, ...] = ()
+        counts: dict[tuple[str, ...], int] = {}
+        """``[[name]]`` tables seen so far: the n-th one's keys are under ``(name, "n")``."""
         closing: str | None = None
         for start, line in zip(self.line_starts, self.text.split("\n"), strict=True):
             if closing is not None:
                 closing = None if closing in line else closing
                 continue
-            if line.lstrip().startswith("[["):
+            array = self._ARRAY.match(line)
+            if array:
+                name = _dotted(array.group(1))
+                counts[name] = counts.get(name, -1) + 1
+                table = (*name, str(counts[name]))
+                self.keys.setdefault(table, start + array.start(1))
                 continue
             header = self._HEADER.match(line)
             if header:

@@ -27,6 +27,7 @@ from perfgate.trace.compute import matmul_alignment, precision
 from perfgate.trace.gpu import compiled, device_info, kernel_stats, transfers
 from perfgate.trace.loader import as_trace
 from perfgate.trace.model import Trace
+from perfgate.trace.sites import Sites, attention_finding, copy_finding, sync_finding
 from perfgate.trace.syncs import host_syncs
 from perfgate.trace.timeline import Timeline, build_timeline
 
@@ -108,7 +109,24 @@ def trace_evidence(trace: Trace | Mapping[str, Any] | Timeline) -> Evidence:
         )
     if compiled(timeline.trace):
         evidence["compiled"] = True
+    evidence.update(_findings(timeline))
     return evidence
+
+
+def _findings(timeline: Timeline) -> Evidence:
+    """The pattern and site behind the attention, copy and sync findings."""
+    sites = Sites(timeline)
+    found: Evidence = {}
+    for prefix, finding in (
+        ("attention", attention_finding(timeline, sites)),
+        ("copy", copy_finding(timeline, sites)),
+        ("sync", sync_finding(timeline, sites)),
+    ):
+        if finding is not None:
+            found[f"{prefix}_pattern"] = finding.pattern
+            if finding.site is not None:
+                found[f"{prefix}_site"] = finding.site
+    return found
 
 
 def _communication(timeline: Timeline, gpu: bool) -> Evidence:

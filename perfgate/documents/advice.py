@@ -126,6 +126,14 @@ class Verification:
     """Final losses within 1 % of each other; None when a side has no loss."""
 
 
+def found_text(item: Advice) -> str | None:
+    """``pattern in where``, as far as the advice knows them (None when it names no pattern):
+    the same words in the terminal, the PR comment and the report."""
+    if item.pattern is None:
+        return None
+    return f"{item.pattern} in {item.location}" if item.location else item.pattern
+
+
 def standing(item: Advice, proof: Verification | None) -> Standing:
     """How ``item`` stands: what its verification ``proof`` found, or, never measured
     (``proof`` None), its status."""

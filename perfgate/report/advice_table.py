@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from perfgate.documents.advice import WorkloadAdvice, in_measured_order, standing
+from perfgate.documents.advice import WorkloadAdvice, found_text, in_measured_order, standing
 from perfgate.report.terminal import PlainTable
 
 
@@ -59,9 +59,9 @@ def advice_notes(result: WorkloadAdvice) -> list[str]:
     measured = {v.rule_id: v for v in result.verifications}
     for rank, item in enumerate(in_measured_order(result.advice, measured), start=1):
         about = f"#{rank} {item.rule_id}"
-        if item.pattern is not None:
-            where = f" in {item.location}" if item.location is not None else ""
-            lines.append(f"{about}: found {item.pattern}{where}")
+        found = found_text(item)
+        if found is not None:
+            lines.append(f"{about}: found {found}")
         if item.estimate_basis is not None:
             lines.append(f"{about}: estimate from {item.estimate_basis}")
         lines.extend(f"{about}: {note}" for note in item.notes)

@@ -50,6 +50,7 @@ from perfgate.documents.advice import (
     AdviceReport,
     Standing,
     Verification,
+    found_text,
     measured_order,
     standing,
 )
@@ -158,6 +159,8 @@ class AdviceLine:
     """The verification's speed-up with its interval, e.g. ``1.13× (1.04–1.18)``."""
     anchor: str | None = None
     """Fragment id of the advice in the HTML report (:func:`advice_anchor`)."""
+    found: str | None = None
+    """The code pattern the advice is for and where it ran (``documents.advice.found_text``)."""
 
 
 def advice_anchor(workload: str, rule_id: str) -> str:
@@ -194,6 +197,7 @@ def top_advice(advice: AdviceReport, limit: int = ADVICE_LIMIT) -> list[AdviceLi
                 status=standing(item, verification),
                 measured=_measured(verification) if verification is not None else None,
                 anchor=advice_anchor(name, item.rule_id),
+                found=found_text(item),
             )
             order = measured_order(item, verification)
             ranked.append(((*order, -item.saving, name, item.rule_id), line))
@@ -566,6 +570,7 @@ def _advice_row(line: AdviceLine, report_url: str | None) -> _Row:
     return {
         "workload": escape_cell(line.workload),
         "title": escape_cell(line.title),
+        "found": escape_cell(line.found) if line.found else "",
         "url": url,
         "tier": escape_cell(line.tier),
         "saving": _saving(line.saving),

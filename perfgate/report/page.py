@@ -25,6 +25,7 @@ from perfgate.documents.advice import (
     AdviceReport,
     Verification,
     WorkloadAdvice,
+    found_text,
     in_measured_order,
     standing,
 )
@@ -112,6 +113,10 @@ class AdviceView:
     snippet: Markup
     references: list[str]
     notes: list[str]
+    found: str | None
+    """The code pattern the advice is for and where it ran."""
+    basis: str | None
+    """What the estimated saving rests on."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -638,6 +643,8 @@ def _advice_view(workload: str, rank: int, item: Advice, proof: Verification | N
         snippet=_highlighted(item.snippet.strip()),
         references=list(item.references),
         notes=list(item.notes),
+        found=found_text(item),
+        basis=item.estimate_basis,
     )
 
 

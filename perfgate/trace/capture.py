@@ -25,8 +25,11 @@ only when it profiles. Two windows:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import inspect
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from perfgate.documents.worker import (
     CommunicationWindow,
@@ -35,7 +38,7 @@ from perfgate.documents.worker import (
     WorkerSpec,
 )
 from perfgate.files import rank_trace_path
-from perfgate.trace.categories import FETCH_RANGE
+from perfgate.trace.categories import FETCH_RANGE, MODULE_RANGE
 from perfgate.trace.communication import communication_summary
 from perfgate.trace.facts import Facts, GcMonitor, collect_facts
 from perfgate.trace.loader import load_trace
@@ -48,6 +51,9 @@ from perfgate.workloads.setup import (
     rank_place,
     workload_context,
 )
+
+if TYPE_CHECKING:
+    import torch
 
 
 def run_profile(spec: WorkerSpec, distributed: DistributedContext | None) -> WorkerReport:
@@ -113,8 +119,9 @@ def profile_workload(
         setup.step(batch)
     if device == "cuda":
         torch.cuda.synchronize()
-    monitor = profile_steps(setup, source, device, steps, trace_path)
     applied = {**knobs, **setup.knobs}
+    with module_ranges(setup.model, compiled=bool(applied.get("compile"))):
+        monitor = profile_steps(setup, source, device, steps, trace_path)
     return {**collect_facts(setup, device, applied, flops), **monitor.facts(steps)}
 
 
@@ -154,6 +161,63 @@ def profile_steps(
     if not trace_path.exists():
         raise RuntimeError(f"the profiler exported no trace to {trace_path}")
     return monitor
+
+
+@contextlib.contextmanager
+def module_ranges(model: torch.nn.Module, *, compiled: bool) -> Iterator[None]:
+    """A ``perfgate.module:`` range around every forward of the model's own modules (classes
+    defined outside torch) and of ``nn.MultiheadAttention``, named with the module's path, its
+    class and the file and line of its ``forward``: the trace then says where an op ran
+    (``perfgate.trace.sites``) without the cost of recording every Python frame
+    (``with_stack``). A compiled model gets none: a hook added after compiling would make it
+    recompile."""
+    import torch
+
+    if compiled or hasattr(model, "_orig_mod"):
+        yield
+        return
+    handles = []
+    for path, module in model.named_modules():
+        cls = type(module)
+        if cls.__module__.startswith("torch.") and cls is not torch.nn.MultiheadAttention:
+            continue
+        source = "" if cls.__module__.startswith("torch.") else _forward_source(cls)
+        name = f"{MODULE_RANGE}{path or '(model)'} ({cls.__name__}){source}"
+        opened: list[Any] = []
+
+        def enter(_module: Any, _args: Any, name: str = name, opened: list[Any] = opened) -> None:
+            span = torch.profiler.record_function(name)
+            span.__enter__()
+            opened.append(span)
+
+        def leave(_module: Any, _args: Any, _out: Any, opened: list[Any] = opened) -> None:
+            if opened:
+                opened.pop().__exit__(None, None, None)
+
+        handles.append(module.register_forward_pre_hook(enter))
+        handles.append(module.register_forward_hook(leave, always_call=True))
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _forward_source(cls: type) -> str:
+    """`` file.py:line`` of the class's ``forward`` (relative to the working folder when under
+    it), or "" when Python cannot tell."""
+    try:
+        function = cls.forward  # type: ignore[attr-defined]
+        file = inspect.getsourcefile(function)
+        _, line = inspect.getsourcelines(function)
+    except (AttributeError, OSError, TypeError):
+        return ""
+    if file is None:
+        return ""
+    path = Path(file)
+    with contextlib.suppress(ValueError):
+        path = path.relative_to(Path.cwd())
+    return f" {path}:{line}"
 
 
 def measure_communication(

@@ -77,6 +77,9 @@ REGION_PREFIXES = (
 )
 """Host ranges whose whole time (and everything below them) belongs to one category."""
 STEP_NAME = re.compile(r"^ProfilerStep#\d+$")
+MODULE_RANGE = "perfgate.module: "
+"""Prefix of the ranges perfgate's profiling window opens around a model's modules
+(``perfgate.trace.capture``): where an op ran, never what it is (no category, no pattern)."""
 COLLECTIVE = re.compile(r"^(?:gloo|nccl|mpi|ucc):")
 """A collective as the process group records it on its communication thread."""
 COMM_CALL = re.compile(

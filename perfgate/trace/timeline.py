@@ -27,6 +27,7 @@ from perfgate.trace.categories import (
     CONV,
     FUSED_ATTENTION,
     MATMUL,
+    MODULE_RANGE,
     REGION_PREFIXES,
     SOFTMAX_OPS,
     is_forward_op,
@@ -209,7 +210,8 @@ def _under(
     host: tuple[HostEvent, ...], parent: list[int], index: int, pattern: re.Pattern[str]
 ) -> bool:
     while index >= 0:
-        if pattern.search(host[index].name):
+        name = host[index].name
+        if not name.startswith(MODULE_RANGE) and pattern.search(name):
             return True
         index = parent[index]
     return False
