@@ -24,6 +24,7 @@ from perfgate.documents.ceilings import (
     CeilingsReport,
     CeilingsStore,
     CeilingValues,
+    FixSpeedup,
     RateSamples,
 )
 from perfgate.documents.diagnosis import Diagnosis, DiagnosisReport, WorkloadDiagnosis
@@ -342,7 +343,19 @@ def ceilings_store() -> CeilingsStore:
         fingerprint={"device": "cuda"},
         values=ceiling_values(),
     )
-    return CeilingsStore(entries={"cd" * 32: entry, "ef" * 32: entry})
+    fix = FixSpeedup(
+        benchmark="sdpa",
+        signature="sdpa cpu fp32 32x64x64x16 causal p=0",
+        speedup=1.05,
+        low=0.99,
+        high=1.15,
+        ratios=(1.05, 0.99, 1.15, 1.04, 1.06, 1.02, 1.08),
+        basis="scaled_dot_product_attention against the explicit chain",
+        measured_at="2026-12-04T10:00:00+00:00",
+    )
+    return CeilingsStore(
+        entries={"cd" * 32: entry, "ef" * 32: entry}, fixes={"cd" * 32: {fix.signature: fix}}
+    )
 
 
 def snapshot() -> BaselineSnapshot:

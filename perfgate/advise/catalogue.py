@@ -356,6 +356,28 @@ _SPECS: tuple[EvidenceSpec, ...] = (
         "non-contiguous tensor), copy_ or other",
     ),
     _spec("copy_site", "text", "", BOTH, "trace", "module and source line of the heaviest copy"),
+    # --- the explicit attention's shape (an SDPA microbenchmark runs at it) -------------------
+    _spec(
+        "attention_batch_heads",
+        "number",
+        "count",
+        BOTH,
+        "trace",
+        "batch × heads of the explicit attention's query (its leading dimensions)",
+    ),
+    _spec("attention_query_len", "number", "count", BOTH, "trace", "query sequence length"),
+    _spec("attention_key_len", "number", "count", BOTH, "trace", "key sequence length"),
+    _spec("attention_head_dim", "number", "count", BOTH, "trace", "width of one attention head"),
+    _spec("attention_dtype", "text", "", BOTH, "trace", "dtype of the attention scores"),
+    _spec("attention_causal", "bool", "", BOTH, "trace", "a mask was applied to the scores"),
+    _spec(
+        "attention_dropout",
+        "number",
+        "fraction",
+        BOTH,
+        "trace",
+        "dropout probability between the softmax and the second matmul (0: none)",
+    ),
     _spec(
         "sync_pattern",
         "text",
@@ -442,6 +464,22 @@ _SPECS: tuple[EvidenceSpec, ...] = (
         BOTH,
         "facts",
         "the optimizer class accepts fused=True (so the advice can be applied)",
+    ),
+    _spec(
+        "optimizer_param_count",
+        "number",
+        "count",
+        BOTH,
+        "facts",
+        "elements of the parameters the optimizer updates (the fused-step benchmark's size)",
+    ),
+    _spec(
+        "optimizer_param_tensors",
+        "number",
+        "count",
+        BOTH,
+        "facts",
+        "parameter tensors the optimizer updates (per-tensor launches a fused step saves)",
     ),
     # --- data loading ------------------------------------------------------------------------
     _spec(

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from perfgate.advise.expr import Undefined, Value, evaluate
 from perfgate.advise.rules import Formula, Pattern, Rule
 from perfgate.documents.advice import Advice, Status, Tier, Verification, measured_order
+from perfgate.documents.ceilings import FixSpeedup
 from perfgate.workloads.knobs import STANDARD_KNOBS
 from perfgate.workloads.protocol import KnobValue
 
@@ -33,11 +34,15 @@ _CONFIDENCE_ORDER: dict[str, int] = {"high": 0, "medium": 1, "low": 2}
 
 @dataclass(frozen=True)
 class AdviceContext:
-    """What was profiled, when the evidence itself does not say (it wins otherwise unset)."""
+    """What was profiled, when the evidence itself does not say (it wins otherwise unset),
+    and the fixes measured on this machine at the workload's shapes."""
 
     device: str | None = None
     compute_capability: float | None = None
     workload_kind: str | None = None
+    measured: Mapping[str, FixSpeedup] = field(default_factory=dict)
+    """Fix microbenchmark name → what it measured (``perfgate.ceilings.fixes``); a rule
+    naming one in ``measured_speedup`` estimates with that figure instead of its constant."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +115,8 @@ def evaluate_rule(
             return NotFired(rule.id, "the fix is already on")
         if label == "when" and not value:
             return NotFired(rule.id, "when is false")
-    saving, notes = _saving(rule, evidence)
+    measured = context.measured.get(rule.measured_speedup or "")
+    saving, notes = _saving(rule, evidence, measured)
     if isinstance(saving, NotFired):
         return saving
     knobs, knob_notes = _knobs(rule, evidence)
@@ -136,6 +142,7 @@ def evaluate_rule(
         notes=(*notes, *knob_notes),
         pattern=pattern.name if pattern is not None else None,
         location=_site(pattern, evidence),
+        estimate_basis=_basis(rule, evidence, measured),
     )
 
 
@@ -184,7 +191,26 @@ def _not_applicable(
     return None
 
 
-def _saving(rule: Rule, evidence: Mapping[str, Value]) -> tuple[float | NotFired, list[str]]:
+def _basis(rule: Rule, evidence: Mapping[str, Value], measured: FixSpeedup | None) -> str:
+    """What the advice's estimated speed-up rests on, in words."""
+    if measured is not None:
+        return (
+            f"a microbenchmark on this machine, {measured.basis}: {measured.speedup:.2f}x "
+            f"(paired samples {measured.low:.2f}-{measured.high:.2f})"
+        )
+    speedup = _number(rule.speedup, evidence)
+    shown = f"{speedup:g}x" if isinstance(speedup, float) else rule.speedup.source
+    if rule.measured_speedup is not None:
+        return (
+            f"the rule's constant speed-up {shown} (the {rule.measured_speedup} benchmark did "
+            "not run here)"
+        )
+    return f"the rule's speed-up {shown}"
+
+
+def _saving(
+    rule: Rule, evidence: Mapping[str, Value], measured: FixSpeedup | None = None
+) -> tuple[float | NotFired, list[str]]:
     values: dict[str, float] = {}
     formulas = [("speedup", rule.speedup), ("affected", rule.affected)]
     if rule.max_saving is not None:
@@ -194,7 +220,7 @@ def _saving(rule: Rule, evidence: Mapping[str, Value]) -> tuple[float | NotFired
         if isinstance(number, str):
             return NotFired(rule.id, f"{label} is undefined: {number}"), []
         values[label] = number
-    speedup = values["speedup"]
+    speedup = measured.speedup if measured is not None else values["speedup"]
     if speedup <= 0:
         return NotFired(rule.id, f"speedup is {speedup:g}, not a speed-up factor"), []
     affected = min(max(values["affected"], 0.0), 1.0)

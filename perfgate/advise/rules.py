@@ -23,6 +23,9 @@ A rule file::
     snippet = "..."                      # optional code
     references = ["https://..."]         # optional URLs
 
+    measured_speedup = "sdpa"            # optional: a fix microbenchmark (perfgate.ceilings.fixes)
+                                         # whose figure, measured here, replaces speedup
+
     [[patterns]]                         # optional, any number, the first that holds wins
     when = 'present(attention_pattern) and attention_pattern == "multihead_attention_weights"'
     name = "nn.MultiheadAttention returning its attention weights"  # the code pattern seen
@@ -73,6 +76,7 @@ from perfgate.advise.expr import (
     parse,
     walk,
 )
+from perfgate.ceilings.fixes import FIX_BENCHMARKS
 from perfgate.config import load_config
 from perfgate.errors import UsageError
 from perfgate.workloads.knobs import STANDARD_KNOBS
@@ -100,7 +104,7 @@ _REQUIRED = (
     "fix",
     "verify",
 )
-_OPTIONAL = ("applies", "max_saving", "snippet", "references", "patterns")
+_OPTIONAL = ("applies", "max_saving", "snippet", "references", "patterns", "measured_speedup")
 _PATTERN_FIELDS = ("when", "name", "fix")
 _PATTERN_OPTIONAL = ("snippet", "site")
 _APPLIES = ("devices", "min_compute_capability", "max_compute_capability", "workload_kinds")
@@ -180,6 +184,9 @@ class Rule:
     patterns: tuple[Pattern, ...] = ()
     """The code patterns the rule tells apart, in order: the first whose ``when`` holds names
     the advice's pattern and gives its fix."""
+    measured_speedup: str | None = None
+    """The fix microbenchmark (``perfgate.ceilings.fixes.FIX_BENCHMARKS``) whose speed-up,
+    measured on this machine at the workload's shapes, replaces ``speedup`` when it ran."""
 
     @property
     def formulas(self) -> tuple[Formula, ...]:
@@ -339,6 +346,12 @@ class _RuleReader:
         snippet = self._text(document, "snippet", empty_ok=True)
         references = self._references(document.get("references", []))
         patterns = self._patterns(document.get("patterns", []), requires)
+        measured = document.get("measured_speedup")
+        if measured is not None and measured not in FIX_BENCHMARKS:
+            self.problem(
+                f"measured_speedup {measured!r} is not one of {', '.join(FIX_BENCHMARKS)}",
+                ("measured_speedup",),
+            )
         if len(self.problems) > before:
             return None
         return Rule(
@@ -359,6 +372,7 @@ class _RuleReader:
             verify_knobs=knobs,
             path=self.path,
             patterns=patterns,
+            measured_speedup=measured,
         )
 
     def _confidence(self, document: Mapping[str, Any]) -> Confidence:

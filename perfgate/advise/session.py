@@ -12,14 +12,22 @@ from pathlib import Path
 
 from perfgate._rules_path import rule_folders
 from perfgate.advise.evidence import DEFAULT_PROFILE_STEPS, Evidence, profile_workloads
-from perfgate.advise.ranking import AdviceContext, advise
+from perfgate.advise.ranking import AdviceContext, advise, evaluate_rule
 from perfgate.advise.rules import Rule, load_rules
 from perfgate.advise.verify import Verification, WorkloadUnderTest, verify_advice
-from perfgate.ceilings.store import StoredCeilings, lookup_ceilings
+from perfgate.ceilings.fixes import fix_case, measure_fix, signature
+from perfgate.ceilings.store import (
+    StoredCeilings,
+    environment_key,
+    lookup_ceilings,
+    save_fix,
+    stored_fix,
+)
 from perfgate.config import Config, load_config
 from perfgate.diagnose.classify import ADVICE_CATEGORIES, classify
 from perfgate.diagnose.signals import Signals, evidence_signals
-from perfgate.documents.advice import ADVICE, AdviceReport, WorkloadAdvice
+from perfgate.documents.advice import ADVICE, Advice, AdviceReport, WorkloadAdvice
+from perfgate.documents.ceilings import FixSpeedup
 from perfgate.errors import UsageError
 from perfgate.files import check_writable, write_json_atomic
 from perfgate.run import RunOutcome, RunRequest
@@ -149,7 +157,11 @@ def advise_workloads(
         diagnosis = classify(window_signals(profile.evidence, ceilings))
         binding = ADVICE_CATEGORIES[diagnosis.bound]
         outcome = replace(outcome, diagnosis=diagnosis)
-        advice = advise(rules, profile.evidence, AdviceContext(), binding)
+        measured = measured_fixes(
+            rules, profile.evidence, device=device, threads=settings.threads,
+            root=config.root, environment_key=environment_key(environment),
+        )  # fmt: skip
+        advice = advise(rules, profile.evidence, AdviceContext(measured=measured), binding)
         verifications: list[Verification] = []
         if verify and advice:
             advice, verifications = verify_advice(
@@ -165,6 +177,37 @@ def advise_workloads(
             )
         results.append(replace(outcome, advice=advice, verifications=verifications))
     return results
+
+
+def measured_fixes(
+    rules: Sequence[Rule],
+    evidence: Evidence,
+    *,
+    device: str,
+    threads: int | None,
+    root: Path,
+    environment_key: str,
+) -> dict[str, FixSpeedup]:
+    """The fix microbenchmarks of the rules that fire on ``evidence``, at its shapes, on this
+    machine (``perfgate.ceilings.fixes``): read from the ceilings store when this environment
+    measured the same case before, else measured now and stored."""
+    measured: dict[str, FixSpeedup] = {}
+    for rule in rules:
+        benchmark = rule.measured_speedup
+        if benchmark is None or benchmark in measured:
+            continue
+        if not isinstance(evaluate_rule(rule, evidence, AdviceContext()), Advice):
+            continue
+        case = fix_case(benchmark, evidence)
+        if case is None:
+            continue
+        key = signature(case, device)
+        found = stored_fix(root, environment_key, key)
+        if found is None:
+            found = measure_fix(case, device, threads=threads or 1)
+            save_fix(root, environment_key, found)
+        measured[benchmark] = found
+    return measured
 
 
 def window_signals(evidence: Evidence, ceilings: StoredCeilings | None) -> Signals:

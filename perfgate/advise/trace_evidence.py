@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from perfgate.advise.catalogue import Evidence
-from perfgate.trace.attention import attention_use
+from perfgate.trace.attention import attention_shape, attention_use
 from perfgate.trace.breakdown import (
     category_shares,
     gpu_idle_share,
@@ -110,6 +110,17 @@ def trace_evidence(trace: Trace | Mapping[str, Any] | Timeline) -> Evidence:
     if compiled(timeline.trace):
         evidence["compiled"] = True
     evidence.update(_findings(timeline))
+    shape = attention_shape(timeline)
+    if shape is not None:
+        evidence.update(
+            attention_batch_heads=float(shape.batch_heads),
+            attention_query_len=float(shape.query_len),
+            attention_key_len=float(shape.key_len),
+            attention_head_dim=float(shape.head_dim),
+            attention_dtype=shape.dtype,
+            attention_causal=shape.causal,
+            attention_dropout=shape.dropout,
+        )
     return evidence
 
 

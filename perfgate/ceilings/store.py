@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfgate import __version__
-from perfgate.documents.ceilings import CEILINGS_STORE, CeilingsEntry, CeilingsStore
+from perfgate.documents.ceilings import CEILINGS_STORE, CeilingsEntry, CeilingsStore, FixSpeedup
 from perfgate.errors import UsageError
 from perfgate.files import write_json_atomic
 from perfgate.telemetry.fingerprint import fingerprint_key
@@ -106,8 +106,22 @@ def save_ceilings(root: Path, ceilings: Ceilings) -> Path:
         values=ceilings.values(),
     )
     entries = {**store.entries, ceilings.fingerprint_key: entry}
-    write_json_atomic(path, CEILINGS_STORE.dump(CeilingsStore(entries=entries)))
+    write_json_atomic(path, CEILINGS_STORE.dump(CeilingsStore(entries=entries, fixes=store.fixes)))
     return path
+
+
+def stored_fix(root: Path, key: str, signature: str) -> FixSpeedup | None:
+    """The fix microbenchmark ``signature`` measured in environment ``key``, or None."""
+    return read_ceilings_file(ceilings_path(root)).fixes.get(key, {}).get(signature)
+
+
+def save_fix(root: Path, key: str, fix: FixSpeedup) -> None:
+    """File ``fix`` under environment ``key`` (the rest of the store is kept)."""
+    path = ceilings_path(root)
+    store = read_ceilings_file(path)
+    fixes = {**store.fixes, key: {**store.fixes.get(key, {}), fix.signature: fix}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, CEILINGS_STORE.dump(CeilingsStore(entries=store.entries, fixes=fixes)))
 
 
 def lookup_ceilings(root: Path, environment: Mapping[str, Any]) -> StoredCeilings | None:

@@ -11,6 +11,9 @@ Format history of the store:
 - 2.0 (2026-12-02): the document header, the entries under ``entries``, no per-entry
   ``format``. A format-1 file is migrated when read (and written back as format 2 by the
   next ``doctor --peak``).
+- 2.1 (2026-12-04): ``fixes``: per environment, the speed-ups of fixes measured by
+  microbenchmarks at a workload's shapes (``perfgate advise``: SDPA against explicit
+  attention, a fused against the current optimizer step), which the advice's estimates use.
 
 Format history of the ``--json`` document: 1.0 (2026-12-01); 1.1 (2026-12-02) the header's
 ``schema_minor``.
@@ -66,10 +69,31 @@ class CeilingsEntry:
 
 
 @dataclass(frozen=True, kw_only=True)
+class FixSpeedup:
+    """A fix's speed-up measured on this machine by a microbenchmark at a workload's shapes."""
+
+    benchmark: str
+    """``sdpa`` or ``fused_optimizer`` (``perfgate.ceilings.fixes``)."""
+    signature: str
+    """What was run, e.g. ``sdpa cpu fp32 32x64x64x16 causal p=0``: the cache key."""
+    speedup: float
+    """Median over the paired samples of the unchanged time over the fixed time."""
+    low: float
+    high: float
+    """The smallest and largest paired ratio."""
+    ratios: tuple[float, ...]
+    basis: str
+    """What it measured, in words, for the advice to say what its estimate rests on."""
+    measured_at: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class CeilingsStore:
     """``.perfgate/ceilings.json``: fingerprint key → that environment's ceilings."""
 
     entries: dict[str, CeilingsEntry] = field(default_factory=dict)
+    fixes: dict[str, dict[str, FixSpeedup]] = field(default_factory=dict)
+    """Fingerprint key → signature → the fix measured there (format 2.1)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,7 +129,7 @@ def _headerless_store(data: Any) -> Any:
 CEILINGS_STORE: DocumentKind[CeilingsStore] = DocumentKind(
     name="perfgate.ceilings-store",
     major=2,
-    minor=0,
+    minor=1,
     model=CeilingsStore,
     produced_by="perfgate doctor --peak",
     migrations={1: _store_from_format_1},

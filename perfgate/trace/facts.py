@@ -75,14 +75,17 @@ def optimizer_facts(optimizer: torch.optim.Optimizer) -> Facts:
     fused = bool(defaults.get("fused"))
     foreach = defaults.get("foreach")
     if foreach is None:
-        parameters = [p for group in optimizer.param_groups for p in group["params"]]
-        foreach = not fused and bool(parameters) and all(p.is_cuda for p in parameters)
+        every = [p for group in optimizer.param_groups for p in group["params"]]
+        foreach = not fused and bool(every) and all(p.is_cuda for p in every)
     accepts = inspect.signature(type(optimizer).__init__).parameters
+    parameters = [p for group in optimizer.param_groups for p in group["params"]]
     return {
         "optimizer_class": type(optimizer).__name__,
         "optimizer_fused": fused,
         "optimizer_foreach": bool(foreach),
         "optimizer_supports_fused": "fused" in accepts,
+        "optimizer_param_count": float(sum(p.numel() for p in parameters)),
+        "optimizer_param_tensors": float(len(parameters)),
     }
 
 

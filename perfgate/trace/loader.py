@@ -184,6 +184,10 @@ def parse_trace(document: Mapping[str, Any], step_annotation: str | None = None)
     )
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _times(event: Mapping[str, Any]) -> tuple[float, float] | None:
     """A complete event's ``(start, end)``; None for any other phase, or a time that is not a
     finite number (a hand-edited or truncated trace is read around, not crashed on)."""
@@ -209,6 +213,7 @@ def _host_event(
         sequence_number=args.get("Sequence number"),
         input_types=tuple(args.get("Input type") or ()),
         input_dims=args.get("Input Dims") or (),
+        concrete_inputs=tuple(str(v) for v in _list(args.get("Concrete Inputs"))),
     )
 
 

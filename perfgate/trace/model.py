@@ -55,6 +55,9 @@ class HostEvent:
     """``Input type`` (with ``record_shapes``): ``float``, ``c10::BFloat16``, ``Scalar``, …"""
     input_dims: Sequence[Any] = ()
     """``Input Dims`` (with ``record_shapes``): one list of sizes per input, as in the JSON."""
+    concrete_inputs: tuple[str, ...] = ()
+    """``Concrete Inputs`` (with ``record_shapes``): scalar arguments as text, ``""`` for a
+    tensor (a dropout's probability, a softmax's dim)."""
 
 
 @dataclass(frozen=True, slots=True)
