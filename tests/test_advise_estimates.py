@@ -19,9 +19,10 @@ from perfgate.advise.ranking import Advice, AdviceContext, evaluate_rule
 from perfgate.advise.rules import lint, load_rules
 from perfgate.advise.session import measured_fixes
 from perfgate.ceilings import fixes
-from perfgate.ceilings.fixes import AttentionCase, OptimizerCase, fix_case, measure_fix, signature
+from perfgate.ceilings.fixes import OptimizerCase, fix_case, measure_fix, signature
 from perfgate.ceilings.store import ceilings_path, read_ceilings_file, stored_fix
 from perfgate.documents.ceilings import FixSpeedup
+from perfgate.trace.attention import AttentionShape
 
 RULES = {rule.id: rule for rule in load_rules([builtin_rules_folder()])}
 ATTENTION: Evidence = {
@@ -52,7 +53,7 @@ def speedup(value: float) -> FixSpeedup:
 
 def test_the_case_is_read_from_the_evidence() -> None:
     case = fix_case("sdpa", ATTENTION)
-    assert case == AttentionCase(
+    assert case == AttentionShape(
         batch_heads=8, query_len=32, key_len=32, head_dim=16, dtype="fp32", causal=True,
         dropout=0.1,
     )  # fmt: skip
@@ -115,7 +116,7 @@ def test_an_unknown_benchmark_is_a_lint_problem(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "case",
     [
-        AttentionCase(
+        AttentionShape(
             batch_heads=4,
             query_len=16,
             key_len=16,
@@ -129,7 +130,7 @@ def test_an_unknown_benchmark_is_a_lint_problem(tmp_path: Path) -> None:
     ids=["sdpa", "fused_optimizer"],
 )
 def test_a_real_microbenchmark_gives_paired_ratios(
-    case: AttentionCase | OptimizerCase, monkeypatch: pytest.MonkeyPatch
+    case: AttentionShape | OptimizerCase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(fixes, "SAMPLE_S", 0.005)
     found = measure_fix(case, "cpu", threads=1)

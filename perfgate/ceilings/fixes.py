@@ -34,6 +34,7 @@ from typing import Any
 
 from perfgate.ceilings.bench import cuda_seconds, pinned_threads
 from perfgate.documents.ceilings import FixSpeedup
+from perfgate.trace.attention import AttentionShape
 
 FIX_BENCHMARKS = ("sdpa", "fused_optimizer")
 """The fixes a rule can name in ``measured_speedup``."""
@@ -51,19 +52,6 @@ _DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 @dataclass(frozen=True, kw_only=True)
-class AttentionCase:
-    """What the SDPA benchmark runs (from the evidence's ``attention_*`` values)."""
-
-    batch_heads: int
-    query_len: int
-    key_len: int
-    head_dim: int
-    dtype: str
-    causal: bool
-    dropout: float
-
-
-@dataclass(frozen=True, kw_only=True)
 class OptimizerCase:
     """What the optimizer benchmark runs (from the evidence's ``optimizer_*`` facts)."""
 
@@ -73,7 +61,9 @@ class OptimizerCase:
     tensors: int
 
 
-Case = AttentionCase | OptimizerCase
+Case = AttentionShape | OptimizerCase
+"""What a fix benchmark runs: the explicit attention's shape as the trace gave it, or the
+optimizer's configuration."""
 
 
 def fix_case(benchmark: str, evidence: Mapping[str, Any]) -> Case | None:
@@ -87,7 +77,7 @@ def fix_case(benchmark: str, evidence: Mapping[str, Any]) -> Case | None:
         if batch_heads * query * key > MAX_SCORE_ELEMENTS:
             return None
         dtype, dropout = evidence.get("attention_dtype"), evidence.get("attention_dropout")
-        return AttentionCase(
+        return AttentionShape(
             batch_heads=batch_heads,
             query_len=query,
             key_len=key,
@@ -124,7 +114,7 @@ _ATTENTION_NUMBERS = ("batch_heads", "query_len", "key_len", "head_dim")
 
 def signature(case: Case, device: str) -> str:
     """The case in one line: the cache key and the advice's wording of what ran."""
-    if isinstance(case, AttentionCase):
+    if isinstance(case, AttentionShape):
         mask = "causal" if case.causal else "no mask"
         return (
             f"sdpa {device} {case.dtype} {case.batch_heads}x{case.query_len}x{case.key_len}"
@@ -143,13 +133,13 @@ def measure_fix(case: Case, device: str, *, threads: int, seed: int = 0) -> FixS
 
     with pinned_threads(threads):
         torch.manual_seed(seed)
-        if isinstance(case, AttentionCase):
+        if isinstance(case, AttentionShape):
             unchanged, fixed, what = _attention(torch, case, device)
         else:
             unchanged, fixed, what = _optimizer(torch, case, device)
         ratios = paired_ratios(torch, unchanged, fixed, device)
     return FixSpeedup(
-        benchmark="sdpa" if isinstance(case, AttentionCase) else "fused_optimizer",
+        benchmark="sdpa" if isinstance(case, AttentionShape) else "fused_optimizer",
         signature=signature(case, device),
         speedup=statistics.median(ratios),
         low=min(ratios),
@@ -195,7 +185,7 @@ def _cuda_timer(torch: Any) -> Callable[[Callable[[], object], int], float]:
     return timer
 
 
-def _attention(torch: Any, case: AttentionCase, device: str) -> tuple[Any, Any, str]:
+def _attention(torch: Any, case: AttentionShape, device: str) -> tuple[Any, Any, str]:
     dtype = getattr(torch, _DTYPES[case.dtype])
     shape = (case.batch_heads, case.query_len, case.head_dim)
     q = torch.randn(*shape, device=device, dtype=dtype, requires_grad=True)

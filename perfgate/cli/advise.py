@@ -20,6 +20,7 @@ from perfgate.cli.options import (
     Workloads,
     build_selection,
 )
+from perfgate.documents.advice import WorkloadAdvice
 from perfgate.errors import ExitCode, UsageError
 from perfgate.report.advice_table import advice_notes, advice_table
 from perfgate.report.trace_diff_table import trace_diff_table
@@ -110,12 +111,7 @@ def advise_command(
         json_out=json_out,
     )
     results = guarded(lambda: advise_session(request))
-    for result in results:
-        console.print(advice_table(result))
-        for line in advice_notes(result):
-            say(line)
-    if json_out is not None:
-        say(f"advice: {json_out}")
+    show(results, json_out)
     failed = [r for r in results if r.status != "ok"]
     for result in failed:
         say(
@@ -158,7 +154,12 @@ def _advise_traces(
         json_out=json_out,
         top=top,
     )
-    results = guarded(lambda: advise_traces_session(request))
+    show(guarded(lambda: advise_traces_session(request)), json_out)
+
+
+def show(results: list[WorkloadAdvice], json_out: Path | None) -> None:
+    """Each workload's advice table, the lines under it, its trace diff when there is one,
+    and where the document went."""
     for result in results:
         console.print(advice_table(result))
         for line in advice_notes(result):

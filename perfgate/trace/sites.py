@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -150,7 +150,6 @@ def attention_finding(timeline: Timeline, sites: Sites) -> Finding | None:
 def copy_finding(timeline: Timeline, sites: Sites) -> Finding | None:
     """The pattern carrying most of the outermost copy ops' time in the steps; None without."""
     host = timeline.host
-    time: defaultdict[str, float] = defaultdict(float)
     members: defaultdict[str, list[int]] = defaultdict(list)
     for index, node in enumerate(host):
         if not _outermost_copy(host, index) or node.region == OPTIMIZER:
@@ -160,20 +159,14 @@ def copy_finding(timeline: Timeline, sites: Sites) -> Finding | None:
             pattern = "reshape"
         else:
             pattern = _COPY_PATTERNS.get(op_name(node.name), "other")
-        time[pattern] += node.end - node.ts
         members[pattern].append(index)
-    if not time:
-        return None
-    pattern = max(sorted(time), key=lambda p: time[p])
-    heaviest = max(members[pattern], key=lambda i: host[i].end - host[i].ts)
-    return Finding(pattern=pattern, site=sites.site(heaviest))
+    return _dominant(members, sites)
 
 
 def sync_finding(timeline: Timeline, sites: Sites) -> Finding | None:
     """What makes the host wait in the steps: ``.item()``, a device-to-host copy, or an
     explicit synchronize (the op a GPU's synchronize call was made under); None without."""
     host = timeline.host
-    time: defaultdict[str, float] = defaultdict(float)
     members: defaultdict[str, list[int]] = defaultdict(list)
     for index, node in enumerate(host):
         if node.step < 0 or node.region == OPTIMIZER:
@@ -186,13 +179,22 @@ def sync_finding(timeline: Timeline, sites: Sites) -> Finding | None:
             pattern = "item"
         else:
             continue
-        time[pattern] += node.end - node.ts
         members[pattern].append(index)
-    if not time:
+    return _dominant(members, sites)
+
+
+def _dominant(members: Mapping[str, Sequence[int]], sites: Sites) -> Finding | None:
+    """The pattern whose host events take the most time (ties by name), with the site of its
+    longest event; None without events."""
+    host = sites.timeline.host
+    if not members:
         return None
-    pattern = max(sorted(time), key=lambda p: time[p])
-    heaviest = max(members[pattern], key=lambda i: host[i].end - host[i].ts)
-    return Finding(pattern=pattern, site=sites.site(heaviest))
+
+    def duration(index: int) -> float:
+        return host[index].end - host[index].ts
+
+    pattern = max(sorted(members), key=lambda p: sum(duration(i) for i in members[p]))
+    return Finding(pattern=pattern, site=sites.site(max(members[pattern], key=duration)))
 
 
 def _sync_cause(host: Sequence[HostNode], index: int) -> str:
