@@ -58,7 +58,7 @@ class Neighbour:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        if self.hogs:
+        if self._thread.is_alive():  # the stored trials switch the load themselves, unstarted
             self._thread.join()
         self._kill()
 
