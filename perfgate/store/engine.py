@@ -230,12 +230,20 @@ def _first_line(exc: SQLAlchemyError) -> str:
 
 
 def _ensure_current(engine: Engine) -> None:
+    """Migrate an empty database; accept one at this perfgate's revision; refuse any other —
+    but only after reading it again under the migration lock, since a process migrating an
+    empty database at the same moment (several CI jobs' first use of a new database) can show
+    a revision on the way to the head for as long as its migration runs."""
     with engine.connect() as connection:
         revision = schema_revision(connection)
+    if revision == head_revision():
+        return
     if revision is None:
         _upgrade(engine, only_if_empty=True)
-    else:
-        _check_revision(revision)
+        return
+    with _migration_lock(engine) as connection:
+        revision = schema_revision(connection)
+    _check_revision(revision)
 
 
 def _check_revision(revision: str | None) -> None:
