@@ -1,11 +1,23 @@
 """perfgate: a performance gate for ML training workloads.
 
-The public surface is deliberately small: the workload protocol a team implements to benchmark
-its own training code, and the version. Everything else is reached through the ``perfgate`` CLI.
+The public surface is deliberately small: the two ways to make training code a workload — a
+factory returning a :class:`TrainingSetup`, or an unchanged training script that marks its
+steps with a :class:`Session` (``perfgate.workloads.session``) — and the version. Everything else is
+reached through the ``perfgate`` CLI and, from a notebook, ``perfgate.api``.
 """
 
+from perfgate.workloads.session import ScriptFinished, Session, Step, script_context
 from perfgate.workloads.protocol import DistributedContext, TrainingSetup, WorkloadContext
 
 __version__ = "0.1.0"
 
-__all__ = ["DistributedContext", "TrainingSetup", "WorkloadContext", "__version__"]
+__all__ = [
+    "DistributedContext",
+    "ScriptFinished",
+    "Session",
+    "Step",
+    "TrainingSetup",
+    "WorkloadContext",
+    "__version__",
+    "script_context",
+]

@@ -40,8 +40,13 @@ class UserWorkloadConfig:
     """One ``[tool.perfgate.workloads.NAME]`` table: a team's own workload."""
 
     name: str
-    factory: str
-    """``module:function`` returning a ``perfgate.TrainingSetup``."""
+    factory: str | None = None
+    """``module:function`` returning a ``perfgate.TrainingSetup`` (or ``script``: one of them)."""
+    script: str | None = None
+    """A training script (relative to the config's folder) that marks its steps with a
+    ``perfgate.Session`` (``perfgate.workloads.session``), run unchanged as ``python SCRIPT ARGS``."""
+    args: tuple[str, ...] = ()
+    """The script's command-line arguments."""
     version: int = 1
     description: str = ""
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: {"default": {}})
@@ -270,10 +275,27 @@ def _user_workload(origin: str, name: str, spec: Any) -> UserWorkloadConfig:
             f"{origin}: unknown key {', '.join(unknown)} in [tool.perfgate.workloads.{name}]",
             f"known keys: {', '.join(sorted(allowed))}",
         )
-    if "factory" not in spec:
+    if ("factory" in spec) == ("script" in spec):
         raise UsageError(
-            f"{origin}: [tool.perfgate.workloads.{name}] has no factory",
-            'add factory = "module:function"',
+            f"{origin}: [tool.perfgate.workloads.{name}] "
+            + (
+                "has both a factory and a script"
+                if "factory" in spec
+                else "has no factory or script"
+            ),
+            'add factory = "module:function" or script = "train.py"',
+        )
+    if "script" in spec and spec.get("distributed"):
+        raise UsageError(
+            f"{origin}: [tool.perfgate.workloads.{name}] is a distributed script; perfgate "
+            "runs distributed training from factories only",
+            "drop distributed = true, or wrap the training in a factory (README, "
+            "'Your own workloads')",
+        )
+    if "args" in spec and "script" not in spec:
+        raise UsageError(
+            f"{origin}: [tool.perfgate.workloads.{name}] has args but no script",
+            "args are a script's command-line arguments: remove them or add script = ...",
         )
     presets = {
         check_name(preset, f"preset of workload {name}", origin): _table(
@@ -289,7 +311,20 @@ def _user_workload(origin: str, name: str, spec: Any) -> UserWorkloadConfig:
         )
     return UserWorkloadConfig(
         name=name,
-        factory=_check_type(origin, f"workloads.{name}.factory", spec["factory"], str),
+        factory=(
+            _check_type(origin, f"workloads.{name}.factory", spec["factory"], str)
+            if "factory" in spec
+            else None
+        ),
+        script=(
+            _check_type(origin, f"workloads.{name}.script", spec["script"], str)
+            if "script" in spec
+            else None
+        ),
+        args=tuple(
+            _check_type(origin, f"workloads.{name}.args[]", item, str)
+            for item in _check_type(origin, f"workloads.{name}.args", spec.get("args", []), list)
+        ),
         version=_check_type(origin, f"workloads.{name}.version", spec.get("version", 1), int),
         description=_check_type(
             origin, f"workloads.{name}.description", spec.get("description", ""), str

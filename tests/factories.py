@@ -561,6 +561,7 @@ def worker_spec(**changes: Any) -> WorkerSpec:
         "clock_witness": Path("/tmp/scratch/gpt-0.clock"),
         "communication": ProfilerWindow(steps=3, trace_path=Path("/tmp/scratch/gpt-0.comm.json")),
         "profile": ProfilerWindow(steps=5, trace_path=Path("/tmp/scratch/gpt.trace.json")),
+        "script": ["/work/project/train.py", "--max-iters", "100"],
     }
     return WorkerSpec(**{**fields, **changes})
 

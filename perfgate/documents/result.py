@@ -420,7 +420,7 @@ def write_result(path: Path, result: RunResult) -> None:
 RESULT: DocumentKind[RunResult] = DocumentKind(
     name="perfgate.result",
     major=1,
-    minor=4,
+    minor=5,
     model=RunResult,
     produced_by="perfgate run",
     dump_model=RunResult.to_dict,

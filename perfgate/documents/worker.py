@@ -123,6 +123,10 @@ class WorkerSpec:
     timed steps (``perfgate.trace.capture.measure_communication``)."""
     profile: ProfilerWindow | None = None
     """The profiling mode (``perfgate advise``): this window instead of timed steps."""
+    script: list[str] | None = None
+    """A training-script workload (format 1.1): the script's path, then its arguments. The
+    worker runs it as ``__main__`` and its ``perfgate.Session`` steps drive the repeat
+    (``perfgate.workloads.scripted``); ``factory`` then names the script for messages."""
 
 
 # --- the report ------------------------------------------------------------------------------
@@ -234,7 +238,7 @@ class WorkerReport:
 WORKER_SPEC: DocumentKind[WorkerSpec] = DocumentKind(
     name="perfgate.worker-spec",
     major=1,
-    minor=0,
+    minor=1,
     model=WorkerSpec,
     produced_by="perfgate's runner for its worker process",
 )

@@ -170,6 +170,7 @@ def worker_spec(
     return WorkerSpec(
         name=definition.name,
         factory=definition.factory,
+        script=list(definition.script) or None,
         python_path=list(definition.python_path),
         preset=planned.preset,
         params=dict(planned.params),

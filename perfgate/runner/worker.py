@@ -41,6 +41,7 @@ from perfgate.distributed.process_group import launched_rank, process_group
 from perfgate.documents.worker import (
     WORKER_REPORT,
     WORKER_SPEC,
+    CountedFlops,
     Measurement,
     Timer,
     WorkerReport,
@@ -54,11 +55,14 @@ from perfgate.runner.steady import steady_start
 from perfgate.runner.step_clock import VirtualClock, install_step_clock
 from perfgate.runner.timing import make_timer
 from perfgate.runner.witness import WindowReporter
+from perfgate.workloads.drive import StepProgram, drive_setup, fetch, step
 from perfgate.workloads.protocol import DistributedContext, TrainingSetup
+from perfgate.workloads.scripted import run_script
 from perfgate.workloads.setup import (
     BatchSource,
     check_setup,
     count_step_flops,
+    counted_step,
     load_factory,
     rank_place,
     workload_context,
@@ -83,37 +87,47 @@ def run_repeat(spec: WorkerSpec, distributed: DistributedContext | None) -> Work
         phases["cuda_ready"] = time.time()
     clock = install_step_clock(spec.step_clock)
     context = workload_context(spec, distributed)
-    reference = spec.factory
-    setup = check_setup(load_factory(reference)(context), reference)
-    source = BatchSource(setup.batches, reference)
-    phases["setup_done"] = time.time()
-
-    flops = None
-    if spec.count_flops:
-        flops = count_step_flops(setup, source)
-        phases["flops_done"] = time.time()
-    measured = measure_steps(
-        setup,
-        source,
-        spec.device,
-        spec.warmup,
-        spec.steps,
-        phases,
-        inject_slowdown=spec.inject_slowdown,
-        clock=clock,
-        reporter=WindowReporter(
-            spec.clock_witness, distributed.rank if distributed is not None else 0
-        ),
+    reporter = WindowReporter(
+        spec.clock_witness, distributed.rank if distributed is not None else 0
     )
+    source: BatchSource | None = None
+    if spec.script is not None:
+
+        def program_for(setup: TrainingSetup) -> StepProgram[ScriptedRepeat]:
+            phases["setup_done"] = time.time()
+            return scripted_repeat(spec, phases, clock, reporter)
+
+        needed = spec.warmup + spec.steps + (1 if spec.count_flops else 0)
+        setup, (flops, measured) = run_script(spec.script, context, program_for, needed)
+    else:
+        reference = spec.factory
+        setup = check_setup(load_factory(reference)(context), reference)
+        source = BatchSource(setup.batches, reference)
+        phases["setup_done"] = time.time()
+        flops = None
+        if spec.count_flops:
+            flops = count_step_flops(setup, source)
+            phases["flops_done"] = time.time()
+        measured = measure_steps(
+            setup,
+            source,
+            spec.device,
+            spec.warmup,
+            spec.steps,
+            phases,
+            inject_slowdown=spec.inject_slowdown,
+            clock=clock,
+            reporter=reporter,
+        )
     # Read before the communication window, which is no measured step (its batches and memory
     # are not the repeat's):
     threads = torch.get_num_threads()
     setup_info = {**describe_setup(setup), **describe_device(spec.device)}
-    epoch_restarts = source.epoch_restarts
+    epoch_restarts = source.epoch_restarts if source is not None else 0
     memory = peak_memory(spec.device)
     communication = None
     window = spec.communication
-    if distributed is not None and window is not None:
+    if distributed is not None and window is not None and source is not None:
         from perfgate.trace.capture import measure_communication  # lazy: profiler, after timing
 
         trace = rank_trace_path(window.trace_path, distributed.rank)
@@ -149,6 +163,28 @@ def init_cuda() -> None:
     torch.cuda.synchronize()
 
 
+ScriptedRepeat = tuple[CountedFlops | None, "MeasuredSteps"]
+
+
+def scripted_repeat(
+    spec: WorkerSpec,
+    phases: dict[str, float],
+    clock: VirtualClock | None,
+    reporter: WindowReporter,
+) -> StepProgram[ScriptedRepeat]:
+    """A timed repeat of a training script: its first step under the FLOP counter (when this
+    repeat counts), then the warm-up and measured steps, all taken by the script's own loop
+    (``perfgate.workloads.scripted``)."""
+    flops = None
+    if spec.count_flops:
+        flops = yield from counted_step()
+        phases["flops_done"] = time.time()
+    measured = yield from timed_steps(
+        spec.device, spec.warmup, spec.steps, phases, spec.inject_slowdown, clock, reporter
+    )
+    return flops, measured
+
+
 @dataclass(frozen=True, kw_only=True)
 class MeasuredSteps:
     """The timed loop's part of a :class:`~perfgate.documents.worker.Measurement`."""
@@ -175,8 +211,24 @@ def measure_steps(
     clock: VirtualClock | None = None,
     reporter: WindowReporter | None = None,
 ) -> MeasuredSteps:
+    """Warm-up then measured steps of a factory workload (:func:`timed_steps` driven over its
+    setup)."""
+    program = timed_steps(device, warmup, steps, phases, inject_slowdown, clock, reporter)
+    return drive_setup(program, setup, source)
+
+
+def timed_steps(
+    device: str,
+    warmup: int,
+    steps: int,
+    phases: dict[str, float],
+    inject_slowdown: float | None = None,
+    clock: VirtualClock | None = None,
+    reporter: WindowReporter | None = None,
+) -> StepProgram[MeasuredSteps]:
     """Warm-up then measured steps, boundaries marked by the device's timer (or the test
-    harness's virtual ``clock``, see ``perfgate.runner.step_clock``).
+    harness's virtual ``clock``, see ``perfgate.runner.step_clock``): the step program of a
+    timed repeat, for a factory's steps and a script's alike (``perfgate.workloads.drive``).
 
     The ``reporter`` tells the parent when the measured window begins and ends, so that its own
     clock can check the steps reported here (``perfgate.runner.witness``). On a GPU the queue is
@@ -193,7 +245,7 @@ def measure_steps(
     """
     timer = make_timer(device, clock)
     injector: SlowdownInjector | None = None
-    losses = []
+    losses: list[Any] = []
     waits = []
     timer.mark()
     for index in range(warmup + steps):
@@ -207,10 +259,8 @@ def measure_steps(
             phases["measure_start"] = time.time()
             if reporter is not None:
                 reporter.begin()
-        batch, wait = source.next()
-        loss = setup.step(batch)
-        losses.append(loss.detach())
-        waits.append(wait)
+        waits.append((yield from fetch()))
+        losses.append(kept_loss((yield from step())))
         if injector:
             injector.burn()
         timer.mark()
@@ -233,6 +283,16 @@ def measure_steps(
     )
 
 
+def kept_loss(loss: Any) -> Any:
+    """A step's loss as the loop keeps it: a tensor detached (read at the end, so no step waits
+    for the device), a number as a float; anything else (a script that records none) None."""
+    if hasattr(loss, "detach"):
+        return loss.detach()
+    if isinstance(loss, (int, float)) and not isinstance(loss, bool):
+        return float(loss)
+    return None
+
+
 def _synchronize() -> None:
     import torch
 
@@ -240,13 +300,14 @@ def _synchronize() -> None:
 
 
 def read_losses(losses: list[Any]) -> list[float | None]:
-    """All losses as floats in one device-to-host copy; NaN/inf become null (JSON has neither)."""
+    """All losses as floats, the tensors in one device-to-host copy; NaN/inf and missing ones
+    become null (JSON has neither)."""
     import torch
 
-    if not losses:
-        return []
-    values = torch.stack([loss.float().reshape(()) for loss in losses]).cpu().tolist()
-    return [v if math.isfinite(v) else None for v in values]
+    tensors = [loss.float().reshape(()) for loss in losses if isinstance(loss, torch.Tensor)]
+    read = iter(torch.stack(tensors).cpu().tolist() if tensors else [])
+    values = [next(read) if isinstance(loss, torch.Tensor) else loss for loss in losses]
+    return [v if v is not None and math.isfinite(v) else None for v in values]
 
 
 def peak_memory(device: str) -> dict[str, int | None]:

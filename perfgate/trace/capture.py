@@ -42,11 +42,15 @@ from perfgate.trace.categories import FETCH_RANGE, MODULE_RANGE
 from perfgate.trace.communication import communication_summary
 from perfgate.trace.facts import Facts, GcMonitor, collect_facts
 from perfgate.trace.loader import load_trace
+from perfgate.workloads import drive
+from perfgate.workloads.drive import StepProgram, drive_setup
 from perfgate.workloads.protocol import DistributedContext, KnobValue, TrainingSetup
+from perfgate.workloads.scripted import run_script
 from perfgate.workloads.setup import (
     BatchSource,
     check_setup,
     count_step_flops,
+    counted_step,
     load_factory,
     rank_place,
     workload_context,
@@ -71,17 +75,25 @@ def run_profile(spec: WorkerSpec, distributed: DistributedContext | None) -> Wor
     if distributed is not None:
         trace_path = rank_trace_path(trace_path, distributed.rank)
     context = workload_context(spec, distributed)
-    reference = spec.factory
-    setup = check_setup(load_factory(reference)(context), reference)
-    facts = profile_workload(
-        setup,
-        device=spec.device,
-        knobs=spec.knobs,
-        warmup=spec.warmup,
-        steps=profile.steps,
-        trace_path=trace_path,
-        reference=reference,
-    )
+    if spec.script is not None:
+
+        def program_for(setup: TrainingSetup) -> StepProgram[Facts]:
+            return scripted_profile(setup, spec, profile.steps, trace_path)
+
+        needed = 1 + spec.warmup + 1 + profile.steps  # counted, warm-up, profiler's, active
+        setup, facts = run_script(spec.script, context, program_for, needed)
+    else:
+        reference = spec.factory
+        setup = check_setup(load_factory(reference)(context), reference)
+        facts = profile_workload(
+            setup,
+            device=spec.device,
+            knobs=spec.knobs,
+            warmup=spec.warmup,
+            steps=profile.steps,
+            trace_path=trace_path,
+            reference=reference,
+        )
     return WorkerReport(
         status="ok",
         rank=rank_place(distributed),
@@ -110,28 +122,72 @@ def profile_workload(
     ``knobs`` are the requested knob values; the ones the factory reports as applied win.
     ``reference`` names the factory in error messages.
     """
-    import torch
-
     source = BatchSource(setup.batches, reference)
     flops = _flops_per_step(setup, source)
-    for _ in range(warmup):
-        batch, _ = source.next()
-        setup.step(batch)
+    program = profile_program(
+        setup, flops, device=device, knobs=knobs, warmup=warmup, steps=steps, trace_path=trace_path
+    )
+    return drive_setup(program, setup, source)
+
+
+def profile_program(
+    setup: TrainingSetup,
+    flops: float | None,
+    *,
+    device: str,
+    knobs: Mapping[str, KnobValue],
+    warmup: int,
+    steps: int,
+    trace_path: Path,
+) -> StepProgram[Facts]:
+    """The profiling mode's step program (``perfgate.workloads.drive``): ``warmup`` steps, the
+    GPU drained, then the profiled window under ``perfgate.module:`` ranges; returns the facts,
+    with ``flops`` (one step's, counted or analytic) for the window's FLOP rate."""
+    import torch
+
+    yield from drive.steps(warmup)
     if device == "cuda":
         torch.cuda.synchronize()
     applied = {**knobs, **setup.knobs}
     with module_ranges(setup.model, compiled=bool(applied.get("compile"))):
-        monitor = profile_steps(setup, source, device, steps, trace_path)
+        monitor = yield from profiled_steps(device, steps, trace_path)
     return {**collect_facts(setup, device, applied, flops), **monitor.facts(steps)}
+
+
+def scripted_profile(
+    setup: TrainingSetup, spec: WorkerSpec, steps: int, trace_path: Path
+) -> StepProgram[Facts]:
+    """The profiling mode for a training script: its first step counted (the window's FLOP
+    rate), then :func:`profile_program` over its next steps."""
+    counted = yield from counted_step()
+    flops = float(counted.counted_per_step) if counted.counted_per_step else None
+    return (
+        yield from profile_program(
+            setup,
+            flops if flops is not None else setup.analytic_flops_per_step,
+            device=spec.device,
+            knobs=spec.knobs,
+            warmup=spec.warmup,
+            steps=steps,
+            trace_path=trace_path,
+        )
+    )
 
 
 def profile_steps(
     setup: TrainingSetup, source: BatchSource, device: str, steps: int, trace_path: Path
 ) -> GcMonitor:
+    """:func:`profiled_steps` over a factory's setup."""
+    return drive_setup(profiled_steps(device, steps, trace_path), setup, source)
+
+
+def profiled_steps(device: str, steps: int, trace_path: Path) -> StepProgram[GcMonitor]:
     """Run one profiler warm-up step and ``steps`` active steps; the trace goes to ``trace_path``.
 
     No synchronisation is added inside the window (it would show up as the workload's own host
-    sync); the profiler drains the GPU when it stops, after the last step has closed.
+    sync); the profiler drains the GPU when it stops, after the last step has closed. Each
+    batch fetch sits in a ``perfgate.batch_fetch`` range: for a script, everything its loop
+    does between two steps.
     """
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
@@ -151,8 +207,8 @@ def profile_steps(
                 if index == 1:
                     monitor.start()
                 with record_function(FETCH_RANGE):
-                    batch, _ = source.next()
-                setup.step(batch)
+                    yield from drive.fetch()
+                yield from drive.step()
                 if index == steps:
                     monitor.stop()
                 profiler.step()

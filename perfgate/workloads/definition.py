@@ -46,6 +46,9 @@ class WorkloadDefinition:
     distributed: bool = False
     """Trains under ``torch.distributed``: every repeat is a torchrun of
     ``--nproc-per-node`` ranks (1 by default), each handed the process group."""
+    script: tuple[str, ...] = ()
+    """A training-script workload: the script's absolute path, then its arguments (``factory``
+    then reads ``script:PATH``, the path as configured); empty for a factory workload."""
 
     def preset_params(self, preset: str) -> Mapping[str, Any]:
         """The parameters of ``preset``, or a usage error naming the presets that exist."""
@@ -64,6 +67,7 @@ class WorkloadDefinition:
             "name": self.name,
             "version": self.version,
             "factory": self.factory,
+            **({"script_args": list(self.script[1:])} if self.script else {}),
             "preset": preset,
             "params": self.preset_params(preset),
             "knobs": dict(knobs),

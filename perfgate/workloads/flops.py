@@ -17,7 +17,8 @@ instead of recomputing them).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -60,6 +61,33 @@ CPU_ATTENTION_FORMULAS: dict[Any, Callable[..., int]] = {
 """Formulas for the CPU SDPA kernels that FlopCounterMode's own registry lacks."""
 
 
+class FlopCount:
+    """What :func:`counting_flops` counted, readable once its block has closed."""
+
+    def __init__(self) -> None:
+        self.mode = FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FORMULAS)
+
+    @property
+    def total(self) -> int:
+        return int(self.mode.get_total_flops())
+
+    @property
+    def by_operator(self) -> dict[str, int]:
+        """FLOPs per aten overload packet (``aten.mm``, ``aten.convolution``), sorted by name."""
+        counts = self.mode.get_flop_counts().get("Global", {})
+        return dict(sorted((str(operator), flops) for operator, flops in counts.items()))
+
+
+@contextlib.contextmanager
+def counting_flops() -> Iterator[FlopCount]:
+    """Count the FLOPs of everything run in the block, in this thread (FlopCounterMode is a
+    dispatch mode, kept per thread): a factory's step function, or the body of a script's
+    ``with session.step():`` (``perfgate.workloads.setup.counted_step``)."""
+    count = FlopCount()
+    with count.mode:
+        yield count
+
+
 def count_flops(step_fn: Callable[[Any], object], batch: Any) -> tuple[int, dict[str, int]]:
     """Run ``step_fn(batch)`` once under FlopCounterMode: ``(total FLOPs, FLOPs per operator)``.
 
@@ -68,11 +96,6 @@ def count_flops(step_fn: Callable[[Any], object], batch: Any) -> tuple[int, dict
     training step, so it updates the weights; the runner makes it outside the timed steps.
     Operator names are aten overload packets such as ``aten.mm`` or ``aten.convolution``.
     """
-    counter = FlopCounterMode(display=False, custom_mapping=CPU_ATTENTION_FORMULAS)
-    with counter:
+    with counting_flops() as count:
         step_fn(batch)
-    by_operator = {
-        str(operator): flops
-        for operator, flops in counter.get_flop_counts().get("Global", {}).items()
-    }
-    return counter.get_total_flops(), dict(sorted(by_operator.items()))
+    return count.total, count.by_operator

@@ -16,6 +16,7 @@ from typing import Any
 
 from perfgate.documents.worker import CountedFlops, RankPlace, WorkerSpec
 from perfgate.errors import UsageError
+from perfgate.workloads.drive import StepProgram, drive_setup, fetch, step
 from perfgate.workloads.protocol import DistributedContext, TrainingSetup, WorkloadContext
 
 
@@ -130,9 +131,16 @@ def rank_place(distributed: DistributedContext | None) -> RankPlace | None:
 
 def count_step_flops(setup: TrainingSetup, source: BatchSource) -> CountedFlops:
     """FLOPs of one eager training step, counted before (and apart from) the timed steps."""
-    from perfgate.workloads.flops import count_flops  # lazy: imports torch (FlopCounterMode)
-
-    batch, _ = source.next()
     step = setup.flop_step or setup.step
-    total, by_operator = count_flops(step, batch)
-    return CountedFlops(counted_per_step=total, by_operator=by_operator)
+    return drive_setup(counted_step(), setup, source, step_function=step)
+
+
+def counted_step() -> StepProgram[CountedFlops]:
+    """One step under the FLOP counter: the step program of :func:`count_step_flops`, and what
+    a training script's first step runs (``perfgate.workloads.scripted``)."""
+    from perfgate.workloads.flops import counting_flops  # lazy: imports torch (FlopCounterMode)
+
+    yield from fetch()
+    with counting_flops() as count:
+        yield from step()
+    return CountedFlops(counted_per_step=count.total, by_operator=count.by_operator)

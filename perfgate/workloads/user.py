@@ -20,8 +20,19 @@ from perfgate.workloads.knobs import STANDARD_KNOBS, KnobSpec
 
 
 def user_definition(spec: UserWorkloadConfig, root: Path) -> WorkloadDefinition:
-    """A WorkloadDefinition for a configured user workload, its factory module located."""
-    module_file = locate_module(spec.factory, root)
+    """A WorkloadDefinition for a configured user workload, its factory module (or its
+    script) located."""
+    if spec.script is not None:
+        script = (root / spec.script).resolve()
+        if not script.is_file():
+            raise UsageError(
+                f"workload {spec.name}: script {script} does not exist",
+                "fix script in [tool.perfgate.workloads] (a path relative to the config's folder)",
+            )
+        module_file, reference, command = script, f"script:{spec.script}", (str(script), *spec.args)
+    else:
+        reference, command = str(spec.factory), ()
+        module_file = locate_module(reference, root)
     extra = tuple((root / name).resolve() for name in spec.source_files)
     missing = [str(path) for path in extra if not path.is_file()]
     if missing:
@@ -33,8 +44,9 @@ def user_definition(spec: UserWorkloadConfig, root: Path) -> WorkloadDefinition:
         name=spec.name,
         version=spec.version,
         kind="user",
-        factory=spec.factory,
-        description=spec.description or f"user workload {spec.factory}",
+        factory=reference,
+        script=command,
+        description=spec.description or f"user workload {reference}",
         presets=spec.presets,
         knobs=knob_specs(spec.name, spec.knobs),
         source_files=(module_file, *extra),
