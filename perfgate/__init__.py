@@ -6,8 +6,8 @@ steps with a :class:`Session` (``perfgate.workloads.session``) — and the versi
 reached through the ``perfgate`` CLI and, from a notebook, ``perfgate.api``.
 """
 
-from perfgate.workloads.session import ScriptFinished, Session, Step, script_context
 from perfgate.workloads.protocol import DistributedContext, TrainingSetup, WorkloadContext
+from perfgate.workloads.session import ScriptFinished, Session, Step, script_context
 
 __version__ = "0.1.0"
 

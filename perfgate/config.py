@@ -44,7 +44,7 @@ class UserWorkloadConfig:
     """``module:function`` returning a ``perfgate.TrainingSetup`` (or ``script``: one of them)."""
     script: str | None = None
     """A training script (relative to the config's folder) that marks its steps with a
-    ``perfgate.Session`` (``perfgate.workloads.session``), run unchanged as ``python SCRIPT ARGS``."""
+    ``perfgate.Session`` (``perfgate.workloads.session``), run as ``python SCRIPT ARGS``."""
     args: tuple[str, ...] = ()
     """The script's command-line arguments."""
     version: int = 1

@@ -1,4 +1,4 @@
-"""An unchanged training script as a workload (``perfgate.workloads.session``, ``workloads.scripted``).
+"""An unchanged training script as a workload (``workloads.session``, ``workloads.scripted``).
 
 The fast tests run a small real script in this process through the worker's own step programs
 (timed steps, the FLOP count) and its failure paths; the slow ones take the example nanoGPT

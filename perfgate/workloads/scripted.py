@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from perfgate.errors import UsageError
-from perfgate.workloads.session import ScriptFinished, Session, install_driver
 from perfgate.workloads.drive import Due, StepProgram
 from perfgate.workloads.protocol import TrainingSetup, WorkloadContext
+from perfgate.workloads.session import ScriptFinished, Session, install_driver
 from perfgate.workloads.setup import check_setup
 
 Result = TypeVar("Result")
