@@ -7,8 +7,10 @@ import io
 
 import pytest
 import typer
+from cli_in_process import invoke
 from rich.console import Console
 
+import perfgate
 from perfgate.cli.console import guarded, say
 from perfgate.errors import ExitCode, UsageError
 
@@ -42,3 +44,14 @@ def test_an_error_is_one_unwrapped_line_with_its_exit_code(
         guarded(fail)
     assert raised.value.exit_code == ExitCode.USAGE
     assert buffer.getvalue() == f"error: {problem} — run perfgate workloads to list them\n"
+
+
+def test_version_prints_the_installed_version_and_exits_zero() -> None:
+    ended = invoke("--version")
+    assert (ended.code, ended.stdout) == (0, f"perfgate {perfgate.__version__}\n")
+
+
+def test_the_shell_completion_script_is_offered() -> None:
+    ended = invoke("--help")
+    assert ended.code == 0
+    assert "--install-completion" in ended.stdout and "--show-completion" in ended.stdout

@@ -31,11 +31,35 @@ from perfgate.cli.workloads import workloads_command
 
 app = typer.Typer(
     cls=GuardedGroup,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="perfgate: the performance gate for ML training in CI.",
 )
+
+
+def show_version(requested: bool) -> None:
+    """``perfgate --version``: the installed version, then exit (before any command loads)."""
+    if requested:
+        from perfgate import __version__
+
+        print(f"perfgate {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=show_version,
+        is_eager=True,
+        help="print perfgate's version and exit",
+    ),
+) -> None:
+    """perfgate: the performance gate for ML training in CI."""
+
+
 app.command("run")(run_command)
 app.command("doctor")(doctor_command)
 app.command("workloads")(workloads_command)
