@@ -7,10 +7,11 @@ the key, never a silently ignored setting.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -29,10 +30,6 @@ DEFAULT_DATABASE_URL = "sqlite:///.perfgate/perfgate.db"
 MAX_SECONDS = 7 * 86_400.0
 """The longest timeout or budget accepted: a week. More is a typo, and waits far longer
 (1e10 s) overflow the operating system's clock in the worker's timers."""
-ENVIRONMENT_OVERRIDES = {
-    "PERFGATE_DATABASE_URL": "database_url",
-    "PERFGATE_DEVICE": "device",
-}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +108,31 @@ _SCALARS: dict[str, type | tuple[type, ...]] = {
     "ab_rounds": int,
     "confirm_budget_s": (int, float),
 }
+
+
+ENVIRONMENT_OVERRIDES = {f"PERFGATE_{key.upper()}": key for key in _SCALARS}
+"""Every scalar key has an environment variable (``PERFGATE_STEPS`` for ``steps``) that wins
+over the file: CI systems configure jobs by variables. The CLI's own flags win over both."""
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`` (did you mean `steps`?)`` for a near miss of a known key, else ""."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.7)
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
+def _from_environment(variable: str, text: str, kind: type | tuple[type, ...]) -> Any:
+    """An environment variable's text as its key's type, or a usage error naming both."""
+    if kind is str:
+        return text
+    try:
+        return int(text) if kind is int else float(text)
+    except ValueError:
+        expected = "an integer" if kind is int else "a number"
+        raise UsageError(
+            f"environment variable {variable}={text!r} is not {expected}",
+            f"set {variable} to {expected}, or unset it",
+        ) from None
 
 
 def absolute_sqlite_url(url: str, root: Path) -> str:
@@ -206,19 +228,23 @@ def _build(
     unknown = sorted(set(table) - known)
     if unknown:
         raise UsageError(
-            f"{origin}: unknown [tool.perfgate] key {', '.join(unknown)}",
+            f"{origin}: unknown [tool.perfgate] key {', '.join(unknown)}"
+            + did_you_mean(unknown[0], known),
             f"known keys: {', '.join(sorted(known))}",
         )
     values: dict[str, Any] = {}
     for key, kind in _SCALARS.items():
         if key in table:
             values[key] = _check_type(origin, key, table[key], kind)
-    for key in ("timeout_s", "confirm_budget_s"):
-        if key in values:
-            check_seconds(f"{origin}: {key} =", values[key], "fix the value in [tool.perfgate]")
+    given = {key: (f"{origin}: {key} =", "fix the value in [tool.perfgate]") for key in values}
     for variable, key in ENVIRONMENT_OVERRIDES.items():
         if env.get(variable):
-            values[key] = env[variable]
+            values[key] = _from_environment(variable, env[variable], _SCALARS[key])
+            given[key] = (f"environment variable {variable}:", f"set {variable} or unset it")
+    for key in ("timeout_s", "confirm_budget_s"):
+        if key in values:
+            name, fix = given[key]
+            check_seconds(name, values[key], fix)
     if "suite" in values:
         check_name(values["suite"], "suite", origin)
     workloads = {
@@ -272,7 +298,8 @@ def _user_workload(origin: str, name: str, spec: Any) -> UserWorkloadConfig:
     unknown = sorted(set(spec) - allowed)
     if unknown:
         raise UsageError(
-            f"{origin}: unknown key {', '.join(unknown)} in [tool.perfgate.workloads.{name}]",
+            f"{origin}: unknown key {', '.join(unknown)} in [tool.perfgate.workloads.{name}]"
+            + did_you_mean(unknown[0], allowed),
             f"known keys: {', '.join(sorted(allowed))}",
         )
     if ("factory" in spec) == ("script" in spec):

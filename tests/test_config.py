@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,3 +107,48 @@ def test_bad_thresholds_and_policies(tmp_path: Path, text: str, needle: str) -> 
     with pytest.raises(UsageError) as error:
         load_config(cwd=tmp_path)
     assert needle in str(error.value)
+
+
+def test_a_misspelt_key_gets_a_suggestion(tmp_path: Path) -> None:
+    write(tmp_path / "perfgate.toml", "repeat = 5\n")
+    with pytest.raises(UsageError) as caught:
+        load_config(cwd=tmp_path)
+    assert "unknown [tool.perfgate] key repeat (did you mean `repeats`?)" in caught.value.one_line()
+    write(tmp_path / "perfgate.toml", '[workloads.w]\nfactori = "m:f"\n')
+    with pytest.raises(UsageError, match="did you mean `factory`"):
+        load_config(cwd=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("variable", "text", "key", "value"),
+    [
+        ("PERFGATE_STEPS", "40", "steps", 40),
+        ("PERFGATE_TIMEOUT_S", "90.5", "timeout_s", 90.5),
+        ("PERFGATE_SUITE", "nightly", "suite", "nightly"),
+        ("PERFGATE_INCONCLUSIVE", "fail", "inconclusive", "fail"),
+        ("PERFGATE_AB_ROUNDS", "12", "ab_rounds", 12),
+    ],
+)
+def test_every_scalar_key_has_an_environment_variable_that_wins_over_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str, text: str, key: str, value: Any
+) -> None:
+    write(tmp_path / "perfgate.toml", 'steps = 10\ntimeout_s = 60\nsuite = "pr"\n')
+    monkeypatch.setenv(variable, text)
+    assert getattr(load_config(cwd=tmp_path), key) == value
+
+
+@pytest.mark.parametrize(
+    ("variable", "text", "needle"),
+    [
+        ("PERFGATE_STEPS", "many", "PERFGATE_STEPS='many' is not an integer"),
+        ("PERFGATE_TIMEOUT_S", "inf", "environment variable PERFGATE_TIMEOUT_S: inf is not"),
+        ("PERFGATE_SUITE", "../etc", "suite"),
+    ],
+)
+def test_a_bad_environment_value_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str, text: str, needle: str
+) -> None:
+    monkeypatch.setenv(variable, text)
+    with pytest.raises(UsageError) as caught:
+        load_config(cwd=tmp_path)
+    assert needle in caught.value.one_line()
