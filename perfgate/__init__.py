@@ -6,10 +6,15 @@ steps with a :class:`Session` (``perfgate.workloads.session``) — and the versi
 reached through the ``perfgate`` CLI and, from a notebook, ``perfgate.api``.
 """
 
+from importlib.metadata import PackageNotFoundError, version
+
 from perfgate.workloads.protocol import DistributedContext, TrainingSetup, WorkloadContext
 from perfgate.workloads.session import ScriptFinished, Session, Step, script_context
 
-__version__ = "0.1.0"
+try:  # the installed distribution's version (setuptools-scm, from the git tag)
+    __version__ = version("perfgate")
+except PackageNotFoundError:  # a source tree on sys.path, not installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "DistributedContext",

@@ -1,10 +1,9 @@
-"""Where perfgate's built-in rule files live: the repository's top-level ``rules/`` folder.
+"""Where perfgate's built-in rule files live: ``perfgate/rules/``, package data.
 
-The project keeps rule files at the top level, reviewed like documentation and next to
-``baselines/``. ``perfgate/rules`` is a symbolic link to it, so the same files are package data:
-a checkout or editable install reads them through the link, and a wheel carries copies (setuptools
-follows the link when it builds). Without either, this fails with a clear message instead of
-advising from an empty rule library.
+The repository's top-level ``rules/`` is a symbolic link to that folder, so the rules are
+reviewed like documentation, next to ``baselines/``, and the wheel carries the real files (a
+linked folder inside the package is refused by setuptools 77 and later when it builds). An
+install that lost them fails with a clear message instead of advising from an empty library.
 """
 
 from __future__ import annotations

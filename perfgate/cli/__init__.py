@@ -14,6 +14,7 @@ import sys
 
 import typer
 
+from perfgate import __version__
 from perfgate.cli.advise import advise_command
 from perfgate.cli.baseline import baseline_app
 from perfgate.cli.calibrate import calibrate_command
@@ -41,8 +42,6 @@ app = typer.Typer(
 def show_version(requested: bool) -> None:
     """``perfgate --version``: the installed version, then exit (before any command loads)."""
     if requested:
-        from perfgate import __version__
-
         print(f"perfgate {__version__}")
         raise typer.Exit()
 

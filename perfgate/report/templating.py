@@ -1,8 +1,7 @@
 """The Jinja2 environment over perfgate's ``templates/`` folder.
 
-The templates live at the top level (reviewed like documentation, next to ``rules/``);
-``perfgate/templates`` is a symbolic link to them, so a checkout or editable install reads them
-through the link and a wheel carries copies, as with the rule files.
+The templates are package data in ``perfgate/templates/`` (the repository's top-level
+``templates/`` links to it, for review next to ``rules/``), so a wheel carries them.
 
 HTML templates are rendered with autoescaping on: every string a user, git or an error message
 put into a document is escaped unless a template marks it safe, and only markup perfgate made
