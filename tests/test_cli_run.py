@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from fixture_types import CliRun
 
+import perfgate
 from perfgate.documents.result import load_result
 from perfgate.errors import ExitCode
 
@@ -56,7 +57,7 @@ def test_smoke_suite_runs_stores_and_summarises(tmp_path: Path, perfgate_cli: Cl
     gpt = result.workloads[0]
     assert gpt.tokens_per_step and gpt.summary and gpt.summary.tokens_per_s
     assert gpt.flops and gpt.flops.analytic_per_step and gpt.flops.analytic_formula
-    assert result.environment["perfgate_version"] == "0.1.0"
+    assert result.environment["perfgate_version"] == perfgate.__version__
     assert "gpt" in completed.stdout and "result:" in completed.stdout
 
     database = tmp_path / ".perfgate" / "perfgate.db"
