@@ -38,7 +38,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
-from scipy import stats
 
 from perfgate.documents.verdict import Direction, MetricComparison, SideQuality, Verdict
 from perfgate.errors import UsageError
@@ -112,6 +111,8 @@ def correct(
     comparisons: Sequence[MetricComparison], alpha: float = ALPHA
 ) -> list[MetricComparison]:
     """Benjamini–Hochberg over every comparison of the run, then the final verdicts."""
+    from scipy import stats  # scipy.stats takes ~1 s to import: only when judging
+
     if not comparisons:
         return []
     adjusted = stats.false_discovery_control([c.p_value for c in comparisons], method="bh")
@@ -210,6 +211,8 @@ def expanded_tail(n_first: int, n_second: int, confidence: float = CONFIDENCE) -
     grows (so more repeats never make the gate see less). At 5 against 5 the 90 % interval
     takes the 1.9 % tails, at 20 against 20 about 4.2 %.
     """
+    from scipy import stats  # scipy.stats takes ~1 s to import: only when judging
+
     if min(n_first, n_second) < 2:
         return 0.0
     plug_in = (1 / (n_first - 1) + 1 / (n_second - 1)) / (1 / n_first + 1 / n_second)
@@ -224,6 +227,8 @@ def _resample_indexes(size: int, rng: np.random.Generator) -> np.ndarray:
 
 def mann_whitney_p(baseline: np.ndarray, head: np.ndarray) -> float:
     """Two-sided Mann–Whitney U p-value (exact for small samples without ties)."""
+    from scipy import stats  # scipy.stats takes ~1 s to import: only when judging
+
     if np.ptp(np.concatenate([baseline, head])) == 0:
         return 1.0
     return float(stats.mannwhitneyu(head, baseline, alternative="two-sided").pvalue)

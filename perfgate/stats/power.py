@@ -33,7 +33,6 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from scipy import stats
 
 from perfgate.errors import UsageError
 from perfgate.stats.compare import CONFIDENCE, expanded_tail
@@ -170,6 +169,8 @@ def smallest_p(n_base: int, n_head: int) -> float:
 def _log_min_detectable(
     log_threshold: float, se: float, n_base: int, n_head: int, power: float
 ) -> float:
+    from scipy import stats  # scipy.stats takes ~1 s to import: only when judging
+
     if smallest_p(n_base, n_head) > ALPHA or min(n_base, n_head) < 2:
         # A single repeat on a side: the interval spans every resample; no model applies.
         return math.inf
@@ -179,12 +180,16 @@ def _log_min_detectable(
 
 
 def _log_recommended(se: float, n_base: int, n_head: int) -> float:
+    from scipy import stats  # scipy.stats takes ~1 s to import: only when judging
+
     quantiles = _interval_quantile(n_base, n_head) + stats.norm.ppf(1 - ALPHA / 2)
     return float(quantiles) * se
 
 
 def _interval_quantile(n_base: int, n_head: int) -> float:
     """How many standard errors the compare rule's expanded interval reaches on each side."""
+    from scipy import stats  # scipy.stats takes ~1 s to import: only when judging
+
     tail = expanded_tail(n_base, n_head, CONFIDENCE)
     return math.inf if tail <= 0 else float(stats.norm.isf(tail))
 

@@ -13,7 +13,6 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, cast
 
 import torch
@@ -21,7 +20,7 @@ from torch import nn
 
 from perfgate.errors import UsageError
 from perfgate.workloads.definition import WorkloadDefinition
-from perfgate.workloads.knobs import STANDARD_KNOBS, resolve_knobs
+from perfgate.workloads.knobs import resolve_knobs
 from perfgate.workloads.protocol import KnobValue, TrainingSetup, WorkloadContext
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -39,40 +38,6 @@ DATA_SEED_OFFSET = 1_000_003
 random streams while both still follow from the one seed."""
 
 _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def builtin_definition(
-    *,
-    name: str,
-    description: str,
-    presets: Mapping[str, Mapping[str, Any]],
-    knob_names: Sequence[str],
-    module_file: str,
-    version: int = 1,
-    extra_files: Sequence[str] = (),
-    distributed: bool = False,
-) -> WorkloadDefinition:
-    """The definition of a built-in workload living in ``perfgate/workloads/<name>.py``.
-
-    Its hash covers the module's own source and this file: a change to the shared step or to the
-    knob handling changes what every built-in measures. ``extra_files`` are other modules it
-    builds on (``ddp`` trains the ``gpt`` and ``resnet`` models).
-    """
-    return WorkloadDefinition(
-        name=name,
-        version=version,
-        kind="builtin",
-        factory=f"perfgate.workloads.{name}:build",
-        description=description,
-        presets=presets,
-        knobs={knob: STANDARD_KNOBS[knob] for knob in knob_names},
-        source_files=(
-            Path(module_file).resolve(),
-            Path(__file__).resolve(),
-            *(Path(name).resolve() for name in extra_files),
-        ),
-        distributed=distributed,
-    )
 
 
 def effective_knobs(definition: WorkloadDefinition, ctx: WorkloadContext) -> dict[str, KnobValue]:

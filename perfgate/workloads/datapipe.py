@@ -25,9 +25,9 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from perfgate.errors import UsageError
+from perfgate.workloads.builtin import BUILTIN_WORKLOADS
 from perfgate.workloads.common import (
     batch_size,
-    builtin_definition,
     check_device,
     effective_knobs,
     make_training,
@@ -36,50 +36,8 @@ from perfgate.workloads.common import (
 )
 from perfgate.workloads.protocol import TrainingSetup, WorkloadContext
 
-DEFINITION = builtin_definition(
-    name="datapipe",
-    description="Small CNN trained through a DataLoader with heavy per-sample CPU preprocessing; "
-    "measures the input pipeline (num_workers, pin_memory). balanced = full's data with a 2x "
-    "wider model, whose step on one core outlasts one worker's batch (0.34 s against 0.5 s on "
-    "a 2.8 GHz Xeon core): input-bound without workers, fed by one.",
-    presets={
-        "smoke": {
-            "image_size": 32,
-            "crop_margin": 8,
-            "decode_scale": 2,
-            "blur_passes": 12,
-            "widths": [8, 16],
-            "num_classes": 10,
-            "batch_size": 8,
-            "epoch_batches": 1000,
-            "lr": 1e-3,
-        },
-        "balanced": {
-            "image_size": 64,
-            "crop_margin": 8,
-            "decode_scale": 1,
-            "blur_passes": 2,
-            "widths": [64, 128, 256],
-            "num_classes": 100,
-            "batch_size": 128,
-            "epoch_batches": 1000,
-            "lr": 1e-3,
-        },
-        "full": {
-            "image_size": 64,
-            "crop_margin": 8,
-            "decode_scale": 1,
-            "blur_passes": 2,
-            "widths": [32, 64, 128],
-            "num_classes": 100,
-            "batch_size": 128,
-            "epoch_batches": 1000,
-            "lr": 1e-3,
-        },
-    },
-    knob_names=("num_workers", "pin_memory", "precision", "compile", "optimizer", "batch_size"),
-    module_file=__file__,
-)
+DEFINITION = BUILTIN_WORKLOADS["datapipe"]
+"""This workload's entry in the torch-free catalog (:mod:`perfgate.workloads.builtin`)."""
 
 BLUR_TAPS = np.array([1.0, 4.0, 6.0, 4.0, 1.0], dtype=np.float32) / 16.0
 """Binomial 5-tap filter, applied along rows then columns: a separable Gaussian-like blur."""

@@ -26,6 +26,7 @@ from torch import nn
 
 from perfgate.errors import UsageError
 from perfgate.workloads import gpt, resnet
+from perfgate.workloads.builtin import BUILTIN_WORKLOADS
 from perfgate.workloads.common import (
     DATA_SEED_OFFSET,
     SYNTHETIC_BATCHES,
@@ -33,7 +34,6 @@ from perfgate.workloads.common import (
     CyclingBatches,
     MicroBatches,
     batch_size,
-    builtin_definition,
     check_device,
     effective_knobs,
     make_training,
@@ -53,31 +53,8 @@ the imbalance stands above what ranks sharing a small CPU measure of each other 
 0.23 of compute on a loaded 2-core box; 0.47-0.71 planted): a tiny model's step does not grow in
 proportion to its batch, so twice the batch read under 0.2."""
 
-DEFINITION = builtin_definition(
-    name="ddp",
-    description="DistributedDataParallel over the gpt (smoke, full) or resnet (resnet-smoke, "
-    "resnet-full) model, one shard of a synthetic dataset per rank; run with --nproc-per-node.",
-    presets={
-        "smoke": {"model": "gpt", **gpt.DEFINITION.presets["smoke"]},
-        "full": {"model": "gpt", **gpt.DEFINITION.presets["full"]},
-        "resnet-smoke": {"model": "resnet", **resnet.DEFINITION.presets["smoke"]},
-        "resnet-full": {"model": "resnet", **resnet.DEFINITION.presets["full"]},
-    },
-    knob_names=(
-        "precision",
-        "compile",
-        "optimizer",
-        "batch_size",
-        "backend",
-        "bucket_cap_mb",
-        "gradient_as_bucket_view",
-        "grad_accumulation",
-        "uneven_batches",
-    ),
-    module_file=__file__,
-    extra_files=(gpt.__file__, resnet.__file__),
-    distributed=True,
-)
+DEFINITION = BUILTIN_WORKLOADS["ddp"]
+"""This workload's entry in the torch-free catalog (:mod:`perfgate.workloads.builtin`)."""
 
 
 def process_group_of(ctx: WorkloadContext) -> DistributedContext:

@@ -19,11 +19,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from perfgate.workloads.builtin import BUILTIN_WORKLOADS
 from perfgate.workloads.common import (
     SYNTHETIC_BATCHES,
     Batch,
     batch_size,
-    builtin_definition,
     check_device,
     effective_knobs,
     make_training,
@@ -33,33 +33,8 @@ from perfgate.workloads.common import (
 )
 from perfgate.workloads.protocol import TrainingSetup, WorkloadContext
 
-DEFINITION = builtin_definition(
-    name="gpt",
-    description="GPT-2-style decoder-only transformer LM (causal self-attention) on synthetic "
-    "tokens; full = GPT-2 small, 124M parameters, sequence 1024.",
-    presets={
-        "smoke": {
-            "vocab_size": 256,
-            "seq_len": 64,
-            "n_layer": 2,
-            "n_head": 4,
-            "n_embd": 64,
-            "batch_size": 8,
-            "lr": 1e-3,
-        },
-        "full": {
-            "vocab_size": 50304,
-            "seq_len": 1024,
-            "n_layer": 12,
-            "n_head": 12,
-            "n_embd": 768,
-            "batch_size": 16,
-            "lr": 6e-4,
-        },
-    },
-    knob_names=("precision", "compile", "attention", "optimizer", "batch_size", "non_contiguous"),
-    module_file=__file__,
-)
+DEFINITION = BUILTIN_WORKLOADS["gpt"]
+"""This workload's entry in the torch-free catalog (:mod:`perfgate.workloads.builtin`)."""
 
 
 @dataclass(frozen=True)

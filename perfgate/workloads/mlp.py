@@ -16,11 +16,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from perfgate.workloads.builtin import BUILTIN_WORKLOADS
 from perfgate.workloads.common import (
     SYNTHETIC_BATCHES,
     Batch,
     batch_size,
-    builtin_definition,
     check_device,
     effective_knobs,
     make_training,
@@ -30,40 +30,8 @@ from perfgate.workloads.common import (
 )
 from perfgate.workloads.protocol import TrainingSetup, WorkloadContext
 
-DEFINITION = builtin_definition(
-    name="mlp",
-    description="Wide MLP classifier (Linear+GELU layers, cross-entropy) on synthetic features; "
-    "cpu-large = 1024-wide at batch 1024 (16 GFLOP a step: matmuls dominate a CPU step); "
-    "full = 8192-wide hidden layers.",
-    presets={
-        "smoke": {
-            "in_features": 64,
-            "hidden": 128,
-            "depth": 3,
-            "num_classes": 10,
-            "batch_size": 64,
-            "lr": 1e-3,
-        },
-        "cpu-large": {
-            "in_features": 512,
-            "hidden": 1024,
-            "depth": 3,
-            "num_classes": 10,
-            "batch_size": 1024,
-            "lr": 1e-3,
-        },
-        "full": {
-            "in_features": 1024,
-            "hidden": 8192,
-            "depth": 4,
-            "num_classes": 1000,
-            "batch_size": 4096,
-            "lr": 1e-4,
-        },
-    },
-    knob_names=("precision", "compile", "optimizer", "batch_size", "non_contiguous"),
-    module_file=__file__,
-)
+DEFINITION = BUILTIN_WORKLOADS["mlp"]
+"""This workload's entry in the torch-free catalog (:mod:`perfgate.workloads.builtin`)."""
 
 
 def column_major(x: torch.Tensor) -> torch.Tensor:

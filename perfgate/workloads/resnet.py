@@ -17,11 +17,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from perfgate.workloads.builtin import BUILTIN_WORKLOADS
 from perfgate.workloads.common import (
     SYNTHETIC_BATCHES,
     Batch,
     batch_size,
-    builtin_definition,
     check_device,
     effective_knobs,
     make_training,
@@ -31,40 +31,8 @@ from perfgate.workloads.common import (
 )
 from perfgate.workloads.protocol import TrainingSetup, WorkloadContext
 
-DEFINITION = builtin_definition(
-    name="resnet",
-    description="ResNet image classifier (basic blocks, BatchNorm) on synthetic images; "
-    "full = ResNet-18 at 224x224, batch 128.",
-    presets={
-        "smoke": {
-            "image_size": 32,
-            "widths": [8, 16, 32],
-            "blocks": [1, 1, 1],
-            "stem": "cifar",
-            "num_classes": 10,
-            "batch_size": 16,
-            "lr": 1e-3,
-        },
-        "full": {
-            "image_size": 224,
-            "widths": [64, 128, 256, 512],
-            "blocks": [2, 2, 2, 2],
-            "stem": "imagenet",
-            "num_classes": 1000,
-            "batch_size": 128,
-            "lr": 1e-3,
-        },
-    },
-    knob_names=(
-        "precision",
-        "compile",
-        "optimizer",
-        "channels_last",
-        "batch_size",
-        "non_contiguous",
-    ),
-    module_file=__file__,
-)
+DEFINITION = BUILTIN_WORKLOADS["resnet"]
+"""This workload's entry in the torch-free catalog (:mod:`perfgate.workloads.builtin`)."""
 
 PROTOTYPE_SIZE = 4
 """Side of the coarse class prototypes hidden in the synthetic images."""
