@@ -76,11 +76,12 @@ def main() -> None:
             times[name].append(_timed(help_argv, sides[name]))
         times["python -c pass"].append(_timed([sys.executable, "-c", "pass"], None))
     load_after = os.getloadavg()
+    now = datetime.datetime.now(datetime.timezone.utc)
     median = {name: statistics.median(values) for name, values in times.items()}
     lines = [
         f"`python benchmarks/cli_startup.py --reference {args.reference} --trials {args.trials}`",
         "",
-        f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} CPUs,"
+        f"- date: {now:%Y-%m-%d %H:%M} UTC; {os.cpu_count()} CPUs,"
         f" Python {platform.python_version()}",
         "- load average (1, 5, 15 min) before: "
         + ", ".join(f"{v:.2f}" for v in load_before)

@@ -363,6 +363,7 @@ def snapshot() -> BaselineSnapshot:
         key="12" * 32,
         suite="pr",
         workload="gpt",
+        preset="smoke",
         definition_hash=HASH,
         knobs={"precision": "bf16"},
         branch="main",

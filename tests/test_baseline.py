@@ -158,7 +158,8 @@ def test_export_is_deterministic_and_mirrors_live_baselines(
     stale.parent.mkdir(parents=True)
     stale.write_text('{"schema": "perfgate.baseline", "branch": "main"}')
     written, removed = export_baselines(engine, "main", out)
-    path = snapshot_path(out, "smoke", KEY)
+    path = snapshot_path(out, "smoke", KEY, "mlp", "smoke")
+    assert path.name == f"mlp@smoke-{KEY[:12]}.json"
     assert written == [path] and removed == [stale] and not stale.exists()
     first = path.read_bytes()
     export_baselines(engine, "main", out)
@@ -186,7 +187,7 @@ def test_baseline_commands_through_the_cli(tmp_path: Path, perfgate_cli: CliRun)
 
     exported = perfgate_cli("baseline", "export", "--branch", "main", cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr
-    assert (tmp_path / "baselines" / "smoke" / f"{KEY}.json").is_file()
+    assert (tmp_path / "baselines" / "smoke" / f"mlp@smoke-{KEY[:12]}.json").is_file()
 
     bad = perfgate_cli("baseline", "refresh", "--branch", "main", "--window", "2", cwd=tmp_path)
     assert bad.returncode == 2 and "--min-runs" in bad.stderr

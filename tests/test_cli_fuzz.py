@@ -666,7 +666,9 @@ def snapshot_file(project: Path) -> Path:
         fingerprint_key(GOOD["environment"]),
         "main",
     )
-    return snapshot_path(project / "baselines", GOOD["suite"], key)
+    return snapshot_path(
+        project / "baselines", GOOD["suite"], key, workload["name"], workload["preset"]
+    )
 
 
 def snapshot(metrics: object) -> bytes:

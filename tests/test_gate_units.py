@@ -12,7 +12,9 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import factories
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,12 +22,19 @@ from synthetic import synthetic_run
 from test_compare_markdown import twelve_metrics
 
 from perfgate.compare import comment
+from perfgate.compare.baseline_source import from_snapshots
 from perfgate.compare.gate import compare_runs
 from perfgate.compare.membership import GatedWorkload, with_membership
 from perfgate.compare.trusted import trusted_database_url
 from perfgate.config import Config, _build
 from perfgate.documents.result import RunResult
-from perfgate.documents.snapshot import snapshot_path
+from perfgate.documents.snapshot import (
+    SNAPSHOT,
+    BaselineSnapshot,
+    baseline_key,
+    legacy_snapshot_path,
+    snapshot_path,
+)
 from perfgate.documents.verdict import (
     ERROR,
     VERDICT,
@@ -35,6 +44,7 @@ from perfgate.documents.verdict import (
     verdict_document,
 )
 from perfgate.errors import InfrastructureError, UsageError
+from perfgate.files import write_json_atomic
 from perfgate.names import check_key, check_name, confined, is_name
 from perfgate.runner.environment import worker_environment
 from perfgate.runner.pycommand import module_command
@@ -46,6 +56,7 @@ from perfgate.runner.witness import (
     window_problem,
 )
 from perfgate.store.engine import masked_url
+from perfgate.telemetry.fingerprint import fingerprint_key
 from perfgate.workloads.user import locate_module
 
 # --- names ----------------------------------------------------------------------------------
@@ -77,12 +88,20 @@ def test_no_valid_name_leaves_its_folder(
 
 def test_snapshot_paths_stay_in_the_snapshot_folder(tmp_path: Path) -> None:
     key = "a" * 64
-    assert snapshot_path(tmp_path, "pr", key) == tmp_path / "pr" / f"{key}.json"
+    readable = tmp_path / "pr" / "gpt@smoke-aaaaaaaaaaaa.json"
+    assert snapshot_path(tmp_path, "pr", key, "gpt", "smoke") == readable
+    assert snapshot_path(tmp_path, None, key, "gpt", None).name == "gpt-aaaaaaaaaaaa.json"
+    assert legacy_snapshot_path(tmp_path, "pr", key) == tmp_path / "pr" / f"{key}.json"
     for suite in ("../outside", "/etc", "a/b"):
         with pytest.raises(UsageError):
-            snapshot_path(tmp_path, suite, key)
+            snapshot_path(tmp_path, suite, key, "gpt", "smoke")
+        with pytest.raises(UsageError):
+            legacy_snapshot_path(tmp_path, suite, key)
+    for workload, preset in (("../x", "smoke"), ("gpt", "../../x"), ("/etc/passwd", None)):
+        with pytest.raises(UsageError, match="not a valid name"):
+            snapshot_path(tmp_path, "pr", key, workload, preset)
     with pytest.raises(UsageError, match="SHA-256"):
-        snapshot_path(tmp_path, "pr", "../../" + "a" * 58)
+        snapshot_path(tmp_path, "pr", "../../" + "a" * 58, "gpt", "smoke")
     with pytest.raises(UsageError, match="leads outside"):
         confined(tmp_path, "..", "x")
     assert check_key(key) == key
@@ -398,3 +417,54 @@ def test_workload_verdict_statuses_render_in_the_terminal_table() -> None:
         environment_differences=[],
     )
     assert verdict_table(verdict).row_count == 2
+
+
+def _snapshot_for(head: RunResult, **changes: Any) -> tuple[str, BaselineSnapshot]:
+    workload = head.workloads[0]
+    key = baseline_key(
+        head.suite,
+        workload.definition_hash,
+        workload.knobs,
+        fingerprint_key(head.environment),
+        "main",
+    )
+    fields: dict[str, Any] = {
+        "key": key,
+        "suite": head.suite,
+        "workload": workload.name,
+        "preset": workload.preset,
+        "definition_hash": workload.definition_hash,
+        "knobs": workload.knobs,
+        "environment": head.environment,
+    }
+    return key, replace(factories.snapshot(), **{**fields, **changes})
+
+
+def test_snapshots_are_read_by_their_readable_name_and_by_an_older_perfgates_name(
+    tmp_path: Path,
+) -> None:
+    head = synthetic_run(0.1, 1)
+    workload = head.workloads[0]
+    key, readable = _snapshot_for(head)
+    path = snapshot_path(tmp_path, head.suite, key, workload.name, workload.preset)
+    assert path.name == f"{workload.name}@{workload.preset}-{key[:12]}.json"
+    write_json_atomic(path, SNAPSHOT.dump(readable))
+    found = from_snapshots(tmp_path, head, "main")
+    assert found[workload.name].origin == str(path)
+    path.unlink()
+    legacy = legacy_snapshot_path(tmp_path, head.suite, key)
+    write_json_atomic(legacy, SNAPSHOT.dump(replace(readable, preset=None)))
+    assert from_snapshots(tmp_path, head, "main")[workload.name].origin == str(legacy)
+
+
+def test_a_snapshot_whose_key_is_not_the_one_its_name_abbreviates_is_refused(
+    tmp_path: Path,
+) -> None:
+    head = synthetic_run(0.1, 1)
+    workload = head.workloads[0]
+    key, _ = _snapshot_for(head)
+    _, other = _snapshot_for(head, key=key[:12] + "f" * 52)
+    path = snapshot_path(tmp_path, head.suite, key, workload.name, workload.preset)
+    write_json_atomic(path, SNAPSHOT.dump(other))
+    with pytest.raises(UsageError, match=f"holds key {key[:12]}f+, not {key}"):
+        from_snapshots(tmp_path, head, "main")

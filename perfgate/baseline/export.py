@@ -1,4 +1,5 @@
-"""Baseline snapshots in ``baselines/<suite>/<key>.json``: reviewed, diff-friendly, small.
+"""Baseline snapshots in ``baselines/<suite>/<workload>@<preset>-<key prefix>.json``: reviewed,
+diff-friendly, small.
 
 A pull request is judged against the snapshots of its *base* branch, so they must stand alone:
 each holds the key's identity, the environment fingerprint, how and why the baseline was set, the
@@ -23,6 +24,7 @@ from perfgate.store.history import (
     baseline_members,
     environment_fingerprint,
     list_baselines,
+    member_presets,
     runs_by_id,
     stored_metrics,
 )
@@ -40,10 +42,11 @@ def export_baselines(
     silently look like a successful export, nor delete the committed snapshots.
     """
     with Session(engine) as session:
-        documents = {
-            snapshot_path(out_dir, b.suite, b.key): SNAPSHOT.dump(snapshot(session, b))
-            for b in list_baselines(session, branch=branch)
-        }
+        snapshots = [snapshot(session, b) for b in list_baselines(session, branch=branch)]
+    documents = {
+        snapshot_path(out_dir, s.suite, s.key, s.workload, s.preset): SNAPSHOT.dump(s)
+        for s in snapshots
+    }
     if not documents:
         if allow_empty:
             return [], []
@@ -69,8 +72,10 @@ def snapshot(session: Session, baseline: BaselineRow) -> BaselineSnapshot:
     assert baseline.id is not None
     members = baseline_members(session, baseline.id)
     runs = runs_by_id(session, [m.run_id for m in members])
+    presets = member_presets(session, [m.workload_result_id for m in members])
     return BaselineSnapshot(
         key=baseline.key,
+        preset=presets[0] if len(presets) == 1 else None,
         suite=baseline.suite,
         workload=baseline.workload,
         definition_hash=baseline.definition_hash,

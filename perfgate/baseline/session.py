@@ -45,8 +45,9 @@ def stored_baselines(
 def export_session(
     config_path: Path | None, branch: str, out_dir: Path, *, allow_empty: bool = False
 ) -> tuple[list[Path], list[Path]]:
-    """Write ``<out_dir>/<suite>/<key>.json`` for every live baseline of the branch (a relative
-    ``out_dir`` is under the project root); (written, removed) snapshot paths."""
+    """Write ``<out_dir>/<suite>/<workload>@<preset>-<key prefix>.json`` for every live
+    baseline of the branch (a relative ``out_dir`` is under the project root); (written,
+    removed) snapshot paths."""
     settings = load_config(config_path)
     target = out_dir if out_dir.is_absolute() else settings.root / out_dir
     if target.exists() and not target.is_dir():

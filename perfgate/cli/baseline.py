@@ -97,8 +97,8 @@ def export(
     ),
     config: ConfigFile = None,
 ) -> None:
-    """Write baselines/<suite>/<key>.json for every live baseline of the branch (exit 3 when
-    there is none, unless --allow-empty)."""
+    """Write baselines/<suite>/<workload>@<preset>-<key prefix>.json for every live baseline
+    of the branch (exit 3 when there is none, unless --allow-empty)."""
     from perfgate.baseline.session import export_session  # lazy: the database stack
 
     written, removed = guarded(

@@ -16,6 +16,7 @@ from perfgate.documents.snapshot import (
     SNAPSHOT,
     MetricStatistics,
     baseline_key,
+    legacy_snapshot_path,
     snapshot_path,
 )
 from perfgate.errors import UsageError
@@ -70,7 +71,8 @@ def from_result(run: RunResult, origin: str) -> dict[str, BaselineWorkload]:
 
 
 def from_snapshots(directory: Path, head: RunResult, branch: str) -> dict[str, BaselineWorkload]:
-    """Snapshots in ``directory`` (``baselines/<suite>/<key>.json``) matching the head's workloads.
+    """Snapshots in ``directory`` (``baselines/<suite>/<workload>@<preset>-<key prefix>.json``,
+    or the ``<key>.json`` of an older perfgate) matching the head's workloads.
 
     A head workload whose key has no snapshot is simply absent: the caller reports it.
     """
@@ -80,10 +82,17 @@ def from_snapshots(directory: Path, head: RunResult, branch: str) -> dict[str, B
     env_key = fingerprint_key(head.environment)
     for workload in head.workloads:
         key = baseline_key(head.suite, workload.definition_hash, workload.knobs, env_key, branch)
-        path = snapshot_path(directory, head.suite, key)
+        path = snapshot_path(directory, head.suite, key, workload.name, workload.preset)
         if not path.exists():
-            continue
+            path = legacy_snapshot_path(directory, head.suite, key)
+            if not path.exists():
+                continue
         snapshot = SNAPSHOT.load(path, "baseline snapshot")
+        if snapshot.key != key:  # the file name holds a prefix of the key: check all of it
+            raise UsageError(
+                f"baseline snapshot {path} holds key {snapshot.key}, not {key}",
+                SNAPSHOT_FIX,
+            )
         found[workload.name] = baseline_workload(
             workload=snapshot.workload,
             definition_hash=snapshot.definition_hash,

@@ -1,6 +1,6 @@
 """The baseline snapshot (``perfgate.baseline``): one live baseline, as committed in
-``baselines/<suite>/<key>.json`` so that a pull request can be judged from its base branch's
-files alone.
+``baselines/<suite>/<workload>@<preset>-<key prefix>.json`` so that a pull request can be judged
+from its base branch's files alone.
 
 A snapshot stands alone: the key's identity, the environment fingerprint, how and why the
 baseline was set, the runs it came from, and per metric the run medians and the pooled
@@ -10,6 +10,7 @@ Format history:
 
 - 1.0 (perfgate 0.1, 2026-11): first version.
 - 1.1 (2026-12-02): the header's ``schema_minor``.
+- 1.2 (2026-12-06): ``preset`` (optional), and the readable file name it gives.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ class BaselineSnapshot:
     """How the baseline was built (the refresh policy's figures)."""
     metrics: dict[str, MetricStatistics]
     runs: list[SnapshotRun] = field(default_factory=list)
+    preset: str | None = None
+    """The preset the baseline's runs measured (null in snapshots of format 1.0 and 1.1)."""
 
 
 def baseline_key(
@@ -90,9 +93,28 @@ NO_SUITE = "_workloads"
 """Folder for baselines of runs that named workloads instead of a suite."""
 
 
-def snapshot_path(out_dir: Path, suite: str | None, key: str) -> Path:
-    """Where the snapshot of one key lives: always inside ``out_dir`` (a suite is a name, a
-    key a digest; anything else is refused, ``perfgate.names``)."""
+KEY_PREFIX = 12
+"""Hex digits of the key in a snapshot's file name: unique among a suite's few dozen keys (the
+reader checks the whole key inside the file), short enough to read in a diff."""
+
+
+def snapshot_path(
+    out_dir: Path, suite: str | None, key: str, workload: str, preset: str | None
+) -> Path:
+    """Where the snapshot of one key lives, named for a reviewer: ``<suite>/<workload>@<preset>-
+    <key prefix>.json`` (``<workload>-<key prefix>.json`` without a preset), always inside
+    ``out_dir`` (suite, workload and preset are names, the key a digest; anything else is
+    refused, ``perfgate.names``)."""
+    folder = NO_SUITE if suite is None else check_name(suite, "suite")
+    label = check_name(workload, "workload")
+    if preset is not None:
+        label += "@" + check_name(preset, "preset")
+    return confined(out_dir, folder, f"{label}-{check_key(key)[:KEY_PREFIX]}.json")
+
+
+def legacy_snapshot_path(out_dir: Path, suite: str | None, key: str) -> Path:
+    """Where perfgate before snapshot format 1.2 wrote a key's snapshot (``<suite>/<key>.json``):
+    still read, so that a base branch exported by an older perfgate keeps gating."""
     folder = NO_SUITE if suite is None else check_name(suite, "suite")
     return confined(out_dir, folder, f"{check_key(key)}.json")
 
@@ -100,7 +122,7 @@ def snapshot_path(out_dir: Path, suite: str | None, key: str) -> Path:
 SNAPSHOT: DocumentKind[BaselineSnapshot] = DocumentKind(
     name="perfgate.baseline",
     major=1,
-    minor=1,
+    minor=2,
     model=BaselineSnapshot,
     produced_by="perfgate baseline export",
 )

@@ -188,6 +188,17 @@ def environment_fingerprint(session: Session, key: str) -> dict[str, Any] | None
     return dict(row.fingerprint) if row is not None else None
 
 
+def member_presets(session: Session, workload_result_ids: Sequence[int]) -> list[str]:
+    """The distinct presets of these workload results, sorted (one for any real baseline: the
+    preset is part of the definition hash that keys it)."""
+    rows = session.exec(
+        select(WorkloadResultRow.preset)
+        .where(col(WorkloadResultRow.id).in_(list(workload_result_ids)))
+        .distinct()
+    ).all()
+    return sorted(rows)
+
+
 def runs_by_id(session: Session, run_ids: Sequence[str]) -> dict[str, RunRow]:
     """Runs by id (for commits and times in exports)."""
     rows = session.exec(select(RunRow).where(col(RunRow.id).in_(list(run_ids)))).all()
