@@ -23,6 +23,7 @@ from perfgate.cli.console import GuardedGroup, errors, say
 from perfgate.cli.db import db_app, ingest_command
 from perfgate.cli.diagnose import diagnose_command
 from perfgate.cli.doctor import doctor_command
+from perfgate.cli.export import export_command
 from perfgate.cli.gate import gate_command
 from perfgate.cli.merge import merge_command
 from perfgate.cli.report import report_command
@@ -73,6 +74,7 @@ app.command("advise")(advise_command)
 app.command("diagnose")(diagnose_command)
 app.command("calibrate")(calibrate_command)
 app.command("report")(report_command)
+app.command("export")(export_command)
 
 
 def main() -> None:
