@@ -82,7 +82,7 @@ def compare_command(
         CompareRequest,
         compare_session,
     )
-    from perfgate.report.compare_table import verdict_table  # lazy: the verdict's renderer
+    from perfgate.report.compare_table import VerdictView  # lazy: the verdict's renderer
 
     request = CompareRequest(
         config=config,
@@ -118,7 +118,7 @@ def compare_command(
         report_url=report_url,
     )
     outcome = guarded(lambda: compare_session(request, lambda: RoundProgress(console)))
-    console.print(verdict_table(outcome.judgement.verdict))
+    console.print(VerdictView(outcome.judgement.verdict))
     for note in outcome.judgement.verdict.notes:
         say(note)
     for line in outcome.written:

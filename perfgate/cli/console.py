@@ -32,8 +32,18 @@ from perfgate import __version__
 from perfgate.errors import ExitCode, InfrastructureError, PerfgateError
 from perfgate.files import os_error
 
-# Not a terminal (CI logs, pipes): wide enough for the summary table instead of rich's 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 160, markup=False, emoji=False)
+
+def _output_width() -> int | None:
+    """The width to lay tables out to: the terminal's own (rich reads it, and ``COLUMNS``);
+    off a terminal (CI logs, pipes) ``COLUMNS`` when set, else 160, wide enough for the tables
+    instead of rich's 80 columns."""
+    if sys.stdout.isatty():
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) >= 20 else 160
+
+
+console = Console(width=_output_width(), markup=False, emoji=False)
 errors = Console(stderr=True, markup=False, emoji=False)
 T = TypeVar("T")
 INTERNAL_LOG_PREFIX = "perfgate-internal-error-"

@@ -58,7 +58,7 @@ def gate_command(
         default_base_ref,
         run_gate,
     )
-    from perfgate.report.compare_table import verdict_table  # lazy: the verdict's renderer
+    from perfgate.report.compare_table import VerdictView  # lazy: the verdict's renderer
 
     def action() -> GateOutcome:
         request = GateRequest(
@@ -81,7 +81,7 @@ def gate_command(
 
     outcome = guarded(action)
     if outcome.judgement is not None:
-        console.print(verdict_table(outcome.judgement.verdict))
+        console.print(VerdictView(outcome.judgement.verdict))
     for note in outcome.notes:
         say(note)
     for path in outcome.written:

@@ -1,7 +1,9 @@
-"""A live progress bar for ``perfgate run`` (rich), fed by the orchestrator's callbacks."""
+"""Progress of ``perfgate run`` and of an A/B (rich bars on a terminal, plain lines in a log),
+fed by the orchestrator's callbacks."""
 
 from __future__ import annotations
 
+import time
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -54,25 +56,58 @@ class _Bars:
 
 
 class RunProgress(_Bars):
-    """One bar per workload, advanced per repeat; implements ``RunObserver``."""
+    """One bar per workload, advanced per repeat; implements ``RunObserver``.
+
+    In a CI log or a pipe, where a live display shows nothing until it ends, one plain line
+    per repeat instead (``mlp@smoke: repeat 2/5 ok (3.1 s)``), flushed as it happens.
+    """
 
     def __init__(self, console: Console) -> None:
         super().__init__(console, "repeats")
+        self._console = console
+        self._live = console.is_terminal
+        self._totals: dict[str, int] = {}
+        self._started: dict[str, float] = {}
+
+    def __enter__(self) -> Self:
+        if self._live:
+            self._progress.start()
+        return self
 
     def workload_started(self, planned: PlannedWorkload, repeats: int) -> None:
         name = planned.definition.name
-        self._tasks[name] = self._progress.add_task(f"{name}@{planned.preset}", total=repeats)
+        label = f"{name}@{planned.preset}"
+        self._totals[name] = repeats
+        self._started[name] = time.monotonic()
+        if not self._live:
+            self._line(f"{label}: {repeats} repeats")
+            return
+        self._tasks[name] = self._progress.add_task(label, total=repeats)
 
     def repeat_finished(self, planned: PlannedWorkload, index: int, status: str) -> None:
-        task = self._tasks[planned.definition.name]
+        name = planned.definition.name
+        if not self._live:
+            elapsed = time.monotonic() - self._started[name]
+            total = self._totals[name]
+            self._line(
+                f"{name}@{planned.preset}: repeat {index + 1}/{total} {status} ({elapsed:.1f} s)"
+            )
+            return
+        task = self._tasks[name]
         if status != "ok":
-            self._progress.update(task, description=f"{planned.definition.name} {status}")
+            self._progress.update(task, description=f"{name} {status}")
         self._progress.advance(task)
 
     def workload_finished(self, result: WorkloadResult) -> None:
+        if not self._live:
+            return
         task = self._tasks[result.name]
         if result.status != "ok":  # stopped early: show the bar as finished, with its status
             self._progress.update(task, total=len(result.repeats))
+
+    def _line(self, text: str) -> None:
+        self._console.print(text, markup=False, highlight=False, soft_wrap=True)
+        self._console.file.flush()
 
 
 class RoundProgress(_Bars):

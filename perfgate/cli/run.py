@@ -59,11 +59,11 @@ def run_command(
     from perfgate.cli.progress import RunProgress  # lazy: rich's progress display, to measure
     from perfgate.diagnose.session import diagnose_result  # lazy: the classifier, to summarise
     from perfgate.report.run_summary import (  # lazy: the summary's renderers, to measure
+        RunSummaryView,
         diagnosis_lines,
         distributed_lines,
         failure_lines,
         mfu_notes,
-        summary_table,
     )
     from perfgate.run import RunRequest, run_session  # lazy: the measuring stack, to measure
 
@@ -93,7 +93,7 @@ def run_command(
         trigger=trigger,
     )
     outcome = guarded(lambda: run_session(request, progress=lambda: RunProgress(console)))
-    console.print(summary_table(outcome.result))
+    console.print(RunSummaryView(outcome.result))
     lines = [
         *distributed_lines(outcome.result),
         *mfu_notes(outcome.result),

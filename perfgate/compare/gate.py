@@ -292,6 +292,16 @@ def with_derived_verdicts(
     return [*tested, *shown]
 
 
+def _within_tolerance(metric: str, change: float, tolerance: float) -> str:
+    """Why a change is no change, in the metric's unit (memory in MiB, not 8.19e+03 bytes)."""
+    if metric.endswith("_bytes"):
+        return (
+            f"a change of {change / 2**20:.2f} MiB, within the absolute tolerance of "
+            f"{tolerance / 2**20:.0f} MiB"
+        )
+    return f"a change of {change:.3g}, within the absolute tolerance of {tolerance:.3g}"
+
+
 def apply_tolerances(comparisons: list[MetricComparison]) -> list[MetricComparison]:
     """A change within the metric's absolute tolerance (peak memory: 16 MiB) is no change."""
     adjusted = []
@@ -302,7 +312,10 @@ def apply_tolerances(comparisons: list[MetricComparison]) -> list[MetricComparis
             comparison = replace(
                 comparison,
                 verdict="no_change",
-                reasons=(*comparison.reasons, f"change {change:.3g} within the absolute tolerance"),
+                reasons=(
+                    *comparison.reasons,
+                    _within_tolerance(comparison.metric, change, tolerance),
+                ),
             )
         adjusted.append(comparison)
     return adjusted

@@ -46,6 +46,8 @@ def format_value(metric: str, value: float) -> str:
         return format_bytes(round(value))
     if metric == "mfu":
         return f"{value:.1%}"
+    if metric == "tflops":
+        return format_tflops(value)
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
@@ -72,3 +74,36 @@ def signed_percent(ratio: float) -> str:
 def change_interval(low: float, high: float) -> str:
     """An interval of worse-is-greater ratios as signed percentages: ``+2.0 … +9.7 %``."""
     return f"{signed(low)} … {signed(high)} %"
+
+
+METRIC_LABELS = {
+    "step_time_s": "step time",
+    "samples_per_s": "samples/s",
+    "tokens_per_s": "tokens/s",
+    "tflops": "TFLOP/s",
+    "mfu": "MFU",
+    "peak_memory_bytes": "peak memory",
+}
+"""What a reader calls each gated metric (its unit where it is a rate)."""
+
+
+def metric_label(metric: str) -> str:
+    """The reader's name of ``metric`` (an unknown one as it is)."""
+    return METRIC_LABELS.get(metric, metric)
+
+
+def own_change(ratio: float, direction: str) -> float:
+    """The metric's own relative change from a worse-is-greater ratio: a step 25 % longer is
+    ``+0.25``, and the throughput that follows from it ``-0.20`` (a rate's ratio is
+    baseline ÷ head, so its own change is the inverse)."""
+    return ratio - 1 if direction == "lower" else 1 / ratio - 1
+
+
+def change_with_interval(ratio: float, low: float, high: float, direction: str) -> str:
+    """A metric's own change and its 90 % interval, signed: ``+25.0 % (+20.0 … +28.0 %)`` for
+    a step time, ``-20.0 % (-21.9 … -16.7 %)`` for the throughput it gives."""
+    ends = sorted((own_change(low, direction), own_change(high, direction)))
+    return (
+        f"{own_change(ratio, direction) * 100:+.1f} % "
+        f"({ends[0] * 100:+.1f} … {ends[1] * 100:+.1f} %)"
+    )

@@ -1,42 +1,72 @@
-"""The run summary table: one row per workload, the numbers a reader checks first."""
+"""The run summary: one row per workload, the numbers a reader checks first (a table on a
+wide console, a block per workload on a narrow one, :class:`RunSummaryView`)."""
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable
 
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
 from perfgate.documents.diagnosis import WorkloadDiagnosis
 from perfgate.documents.result import RunResult, WorkloadResult
 from perfgate.report.formatting import format_bytes, format_flops, format_seconds
-from perfgate.report.terminal import PlainTable
+from perfgate.report.terminal import WIDE_COLUMNS, PlainTable, indented
+
+HEADERS = (
+    "workload",
+    "preset",
+    "status",
+    "step (median)",
+    "cv",
+    "throughput",
+    "FLOP/s",
+    "MFU",
+    "of ceiling",
+    "peak mem",
+    "loss",
+)
 
 
 def summary_table(result: RunResult) -> Table:
-    """A rich table of every workload's headline numbers (the CLI prints it)."""
-    table = PlainTable(
-        title=f"perfgate run {result.run_id[:8]} · {result.device}", title_justify="left"
-    )
-    for header in (
-        "workload",
-        "preset",
-        "status",
-        "step (median)",
-        "cv",
-        "throughput",
-        "FLOP/s",
-        "MFU",
-        "of ceiling",
-        "peak mem",
-        "loss",
-    ):
+    """A rich table of every workload's headline numbers."""
+    table = PlainTable(title=_title(result), title_justify="left")
+    for header in HEADERS:
         left = header in {"workload", "preset", "status"}
         table.add_column(header, justify="left" if left else "right")
     for workload in result.workloads:
         table.add_row(*workload_row(workload))
     return table
+
+
+class RunSummaryView:
+    """:func:`summary_table` on a wide console; on a narrow one, per workload a line with its
+    name and status and the same figures, labelled, wrapped (the CLI prints this)."""
+
+    def __init__(self, result: RunResult) -> None:
+        self.result = result
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if options.max_width >= WIDE_COLUMNS:
+            yield summary_table(self.result)
+            return
+        yield Text(_title(self.result), style="bold")
+        for workload in self.result.workloads:
+            name, preset, status, *figures = workload_row(workload)
+            yield Text(f"{name}@{preset}: ") + (Text(status) if isinstance(status, str) else status)
+            shown = [
+                f"{header} {figure}"
+                for header, figure in zip(HEADERS[3:], figures, strict=True)
+                if str(figure) not in {"", "—"}
+            ]
+            if shown:
+                yield from indented(Text(" · ".join(shown)), 2, console, options.max_width)
+
+
+def _title(result: RunResult) -> str:
+    return f"perfgate run {result.run_id[:8]} · {result.device}"
 
 
 def workload_row(workload: WorkloadResult) -> list[str | Text]:

@@ -9,11 +9,16 @@ its title, caption and cells as literal text; a styled cell is a ``rich.text.Tex
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
-from rich.console import RenderableType
+from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
+
+WIDE_COLUMNS = 120
+"""Below this width a wide table is printed as blocks instead (:func:`indented`): squeezed
+into a laptop's 80 columns, rich cuts its cells to "0.01…"."""
 
 
 def literal(value: str | Text | None) -> Text | None:
@@ -33,6 +38,12 @@ class PlainTable(Table):
     ) -> None:
         super().__init__(*headers, title=literal(title), caption=literal(caption), **options)
 
+    def add_column(self, header: Any = "", *args: Any, **options: Any) -> None:
+        """A column whose long cells wrap and fold rather than end in "…" (a number cut short
+        is a wrong number)."""
+        options.setdefault("overflow", "fold")
+        super().add_column(header, *args, **options)
+
     def add_row(
         self,
         *renderables: RenderableType | None,
@@ -41,3 +52,11 @@ class PlainTable(Table):
     ) -> None:
         cells = [Text(cell) if isinstance(cell, str) else cell for cell in renderables]
         super().add_row(*cells, style=style, end_section=end_section)
+
+
+def indented(text: Text, indent: int, console: Console, width: int) -> Iterator[Text]:
+    """``text`` wrapped to ``width`` with every line indented by ``indent`` spaces, and no
+    trailing padding (which rich's ``Padding`` adds and a CI log keeps)."""
+    for line in text.wrap(console, max(width - indent, 20)):
+        line.rstrip()
+        yield Text(" " * indent) + line
