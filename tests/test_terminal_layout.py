@@ -157,3 +157,18 @@ def test_a_piped_run_prints_progress_lines_before_it_ends(tmp_path: Path) -> Non
     assert all(re.fullmatch(r".* \(\d+\.\d s\)", line) for line in repeats)
     first = next(alive for line, alive in seen if line.startswith("mlp@smoke: repeat 1/3"))
     assert first, "the first repeat's line arrived only after the run had ended"
+
+
+def test_the_pr_comment_shows_a_rate_as_its_own_change() -> None:
+    from perfgate.report.compare_markdown import verdict_markdown
+
+    rate = factories.comparison(
+        "samples_per_s", direction="higher", ratio=1.25, ci_low=1.2, ci_high=1.3
+    )
+    verdict = replace(
+        factories.verdict(),
+        workloads=[WorkloadVerdict(name="gpt", status="compared", comparisons=[rate])],
+    )
+    markdown = verdict_markdown(verdict)
+    assert "-20.0 % (-23.1 … -16.7)" in markdown
+    assert "+25.0 %" not in markdown

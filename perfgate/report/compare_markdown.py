@@ -63,7 +63,7 @@ from perfgate.documents.verdict import (
 from perfgate.errors import ExitCode, InfrastructureError, PerfgateError, UsageError
 from perfgate.files import write_text_atomic
 from perfgate.report.anchors import anchor
-from perfgate.report.formatting import format_value, signed, signed_percent
+from perfgate.report.formatting import format_value, own_interval, own_percent
 from perfgate.report.templating import environment
 from perfgate.thresholds import LOSS_RELATIVE_TOLERANCE
 
@@ -491,10 +491,10 @@ def _reason_sentence(verdict: CompareVerdict) -> str:
 
 
 def _described(workload: WorkloadVerdict, comparison: MetricComparison) -> str:
-    low, high = comparison.ci_low, comparison.ci_high
+    low, high = own_interval(comparison.ci_low, comparison.ci_high, comparison.direction)
     return (
         f"{escape_text(workload.name, limit=CELL_LIMIT)} {escape_text(comparison.metric)} "
-        f"{signed_percent(comparison.ratio)} (90 % CI {signed(low)} … {signed(high)} %)"
+        f"{own_percent(comparison.ratio, comparison.direction)} (90 % CI {low} … {high} %)"
     )
 
 
@@ -620,13 +620,19 @@ def _metric_row(workload: WorkloadVerdict, c: MetricComparison) -> dict[str, str
         "metric": escape_cell(c.metric),
         "baseline": format_value(c.metric, c.baseline_median),
         "head": format_value(c.metric, c.head_median),
-        "change": f"{signed_percent(c.ratio)} ({signed(c.ci_low)} … {signed(c.ci_high)})",
+        "change": _change(c),
         "threshold": f"±{c.threshold * 100:.3g} %",
         "detectable": "never"
         if math.isinf(c.min_detectable)
         else f"{c.min_detectable * 100:.1f} %",
         "verdict": c.verdict.replace("_", " "),
     }
+
+
+def _change(c: MetricComparison) -> str:
+    """The metric's own change (a rate's is its own: throughput -20 %, not the step's +25 %)."""
+    low, high = own_interval(c.ci_low, c.ci_high, c.direction)
+    return f"{own_percent(c.ratio, c.direction)} ({low} … {high})"
 
 
 def _report(link: str | None) -> tuple[str | None, str | None]:

@@ -99,11 +99,21 @@ def own_change(ratio: float, direction: str) -> float:
     return ratio - 1 if direction == "lower" else 1 / ratio - 1
 
 
+def own_interval(low: float, high: float, direction: str) -> tuple[str, str]:
+    """The ends of a worse-is-greater interval as the metric's own signed changes, lowest
+    first (``+20.0``, ``+28.0``; a rate's ends swap as they invert)."""
+    ends = sorted((own_change(low, direction), own_change(high, direction)))
+    return f"{ends[0] * 100:+.1f}", f"{ends[1] * 100:+.1f}"
+
+
+def own_percent(ratio: float, direction: str) -> str:
+    """The metric's own change, signed: ``+25.0 %`` for a step time, ``-20.0 %`` for the
+    throughput it gives."""
+    return f"{own_change(ratio, direction) * 100:+.1f} %"
+
+
 def change_with_interval(ratio: float, low: float, high: float, direction: str) -> str:
     """A metric's own change and its 90 % interval, signed: ``+25.0 % (+20.0 … +28.0 %)`` for
     a step time, ``-20.0 % (-21.9 … -16.7 %)`` for the throughput it gives."""
-    ends = sorted((own_change(low, direction), own_change(high, direction)))
-    return (
-        f"{own_change(ratio, direction) * 100:+.1f} % "
-        f"({ends[0] * 100:+.1f} … {ends[1] * 100:+.1f} %)"
-    )
+    first, last = own_interval(low, high, direction)
+    return f"{own_percent(ratio, direction)} ({first} … {last} %)"
