@@ -267,6 +267,7 @@ def verdict(**changes: Any) -> CompareVerdict:
         "head_commit": "c0ffee" * 6 + "abcd",
         "head_subject": "Make attention faster",
         "inconclusive_policy": "fail",
+        "base_commit": "ba5e" * 10,
     }
     return CompareVerdict(**{**fields, **changes})
 

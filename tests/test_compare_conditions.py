@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import uuid
+from dataclasses import replace
 
 import pytest
 from synthetic import synthetic_run
@@ -159,11 +160,14 @@ def test_the_bootstrap_seed_comes_from_the_compared_inputs() -> None:
 
 def test_the_interleaved_judge_on_documents() -> None:
     base, head = run(0.010, 1, repeats=10, noise=0.002), run(0.0125, 2, repeats=10, noise=0.002)
+    base = replace(base, source=replace(base.source, commit="ba5e" * 10))
+    head = replace(head, source=replace(head.source, commit="4ead" * 10))
     verdict = judge_interleaved(base, head, Thresholds(), max_rounds=10)
     comparison = step(verdict)
     assert comparison.method == "sequential" and comparison.verdict == "regression"
     assert comparison.ratio == pytest.approx(1.25, rel=0.02)
     assert verdict.method == "interleaved" and verdict.overall == "regression"
+    assert verdict.base_commit == "ba5e" * 10 and verdict.head_commit == "4ead" * 10
     rates = [c for c in verdict.workloads[0].comparisons if c.metric == "samples_per_s"]
     assert rates[0].derived_from == "step_time_s" and rates[0].verdict == "regression"
     same = judge_interleaved(base, run(0.010, 3, repeats=10, noise=0.002), Thresholds(), 10)

@@ -172,3 +172,21 @@ def test_the_pr_comment_shows_a_rate_as_its_own_change() -> None:
     markdown = verdict_markdown(verdict)
     assert "-20.0 % (-23.1 … -16.7)" in markdown
     assert "+25.0 %" not in markdown
+
+
+def test_the_pr_comment_names_both_compared_commits() -> None:
+    from perfgate.report.compare_markdown import verdict_markdown
+
+    markdown = verdict_markdown(factories.verdict())
+    (line,) = [line for line in markdown.splitlines() if line.startswith("- method:")]
+    assert "at c0ffeec0ffee (Make attention faster); against base ba5eba5eba5e" in line
+
+
+def test_the_pr_comment_shows_no_local_paths() -> None:
+    from perfgate.report.compare_markdown import escape_text, without_local_paths
+
+    text = "result file /home/runner/work/proj/proj/perfgate-out/head.json is not valid JSON"
+    assert without_local_paths(text) == "result file …/perfgate-out/head.json is not valid JSON"
+    assert "/home/runner" not in escape_text(text)
+    url = "see https://github.com/team/model/actions/runs/1/artifacts/2 and ./baselines/pr/x.json"
+    assert without_local_paths(url) == url

@@ -184,6 +184,7 @@ def judge_interleaved(
         head_run_id=head.run_id,
         head_commit=head.source.commit,
         head_subject=head.source.subject,
+        base_commit=base.source.commit,
         workloads=verdicts,
         environment_differences=[],
         method="interleaved",

@@ -363,7 +363,7 @@ def judge_with_trusted(
             observer=limits.observer,
         )
     verdict = with_workload_notes(verdict, calibrated)
-    verdict = replace(verdict, notes=[*verdict.notes, trusted.note])
+    verdict = replace(verdict, notes=[*verdict.notes, trusted.note], base_commit=trusted.commit)
     policy = policy_from(inconclusive or governing.inconclusive)
     return _judgement(verdict, policy, head, governing)
 

@@ -10,6 +10,7 @@ Format history:
 - 1.0 (perfgate 0.1, 2026-11): first version.
 - 1.1 (2026-12-02): workload statuses ``missing`` and ``definition_changed`` (issue 16); the
   document header's ``schema_minor``.
+- 1.2 (2026-12-06): ``base_commit`` (optional): the base revision the head was judged against.
 
 The error document is what the gate leaves when nothing could be judged: the problem, its fix
 and the exit code (usage or infrastructure, never a verdict's).
@@ -118,6 +119,9 @@ class CompareVerdict:
     inconclusive_policy: InconclusivePolicy = "exit4"
     """How CI is told to treat this verdict when it is inconclusive (the governing
     configuration's ``inconclusive``, or the command line's)."""
+    base_commit: str | None = None
+    """The base revision the head was judged against: the base ref whose baselines and
+    configuration governed, or the base side of an interleaved A/B (null for a baseline file)."""
 
     def exit_code(self, inconclusive: InconclusivePolicy | None = None) -> ExitCode:
         """The documented exit code; ``inconclusive`` (default: the verdict's own policy)
@@ -148,7 +152,7 @@ def verdict_document(verdict: CompareVerdict, policy: InconclusivePolicy) -> dic
 VERDICT: DocumentKind[CompareVerdict] = DocumentKind(
     name="perfgate.verdict",
     major=1,
-    minor=1,
+    minor=2,
     model=CompareVerdict,
     produced_by="perfgate compare --json or perfgate gate",
     dump_model=_dump_verdict,

@@ -110,6 +110,17 @@ _METHODS = {
 _SEVERITY = {"regression": 1, "inconclusive": 2, "improvement": 3}
 
 
+_LOCAL_PATH = re.compile(r"(?<![\w.:/~-])(?:/[^\s/'\"`()<>\[\]|,;]+){3,}")
+"""An absolute path of three or more components that is not part of a URL (``https://…``)."""
+
+
+def without_local_paths(text: str) -> str:
+    """``text`` with every absolute path cut to its last two components
+    (``/home/runner/work/p/p/out/head.json`` → ``…/out/head.json``): a comment is read on GitHub,
+    where the runner's folders mean nothing and only tell a stranger its layout."""
+    return _LOCAL_PATH.sub(lambda m: "…/" + "/".join(m.group(0).rsplit("/", 2)[1:]), text)
+
+
 def escape_text(text: str, *, limit: int = TEXT_LIMIT) -> str:
     """Untrusted text made inert for one line of GitHub markdown outside a table.
 
@@ -120,12 +131,15 @@ def escape_text(text: str, *, limit: int = TEXT_LIMIT) -> str:
     link or image); ``& < >`` become entities (no HTML); a zero-width joiner after ``@`` and
     before a ``#``'s digits stops mentions and issue cross-references from notifying anyone; a
     leading block marker (``#``, ``+``, ``-``, ``=``, ``1.``) is escaped so a list item cannot
-    become a heading or a nested list. Bare URLs stay autolinked by GitHub, showing themselves.
+    become a heading or a nested list. Bare URLs stay autolinked by GitHub, showing themselves;
+    local paths are shortened (:func:`without_local_paths`).
     """
-    cleaned = "".join(
-        ch
-        for ch in " ".join(str(text).split())
-        if unicodedata.category(ch) != "Cc" and ch not in _BIDI_CONTROLS
+    cleaned = without_local_paths(
+        "".join(
+            ch
+            for ch in " ".join(str(text).split())
+            if unicodedata.category(ch) != "Cc" and ch not in _BIDI_CONTROLS
+        )
     )
     if len(cleaned) > limit:
         cleaned = cleaned[: max(limit - 1, 0)] + "…"
@@ -392,6 +406,11 @@ def _header(verdict: CompareVerdict, policy: InconclusivePolicy) -> dict[str, st
         "method": _METHODS.get(verdict.method, escape_text(verdict.method)),
         "head_run": escape_text(verdict.head_run_id, limit=64),
         "head_commit": _commit_text(verdict.head_commit, verdict.head_subject),
+        "base_commit": (
+            f"; against base {escape_text(verdict.base_commit[:12], limit=12)}"
+            if verdict.base_commit
+            else ""
+        ),
         "neutral": _neutral_line(verdict, policy),
     }
 
