@@ -22,6 +22,7 @@
 #   PERFGATE_ADVISE       1 to attach the advice (default: 1)
 #   PERFGATE_OUT          output folder (default: perfgate-out)
 #   PERFGATE_REPORT_URL   where the HTML report will be published, for the comment's link
+#   PERFGATE_INCONCLUSIVE exit4, pass or fail (default: the base ref's inconclusive setting)
 # Outputs in $PERFGATE_OUT: head.json, advice.json, verdict.json, comment.md,
 # perfgate-report.html, compare-exit-code (the verdict's own code, 4 for inconclusive) and
 # SHA256SUMS.
@@ -40,6 +41,7 @@ args=(--out "${PERFGATE_OUT:-perfgate-out}")
 [ -n "${PERFGATE_BASELINE_DIR:-}" ] && args+=(--baseline-dir "$PERFGATE_BASELINE_DIR")
 [ -n "${PERFGATE_DEVICE:-}" ] && args+=(--device "$PERFGATE_DEVICE")
 [ -n "${PERFGATE_REPORT_URL:-}" ] && args+=(--report-url "$PERFGATE_REPORT_URL")
+[ -n "${PERFGATE_INCONCLUSIVE:-}" ] && args+=(--inconclusive "$PERFGATE_INCONCLUSIVE")
 if [ "${PERFGATE_ADVISE:-1}" = 1 ]; then args+=(--advise); else args+=(--no-advise); fi
 
 echo "::group::perfgate gate"

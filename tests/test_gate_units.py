@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import factories
 import pytest
@@ -40,6 +40,8 @@ from perfgate.documents.verdict import (
     VERDICT,
     CompareVerdict,
     ErrorDocument,
+    InconclusivePolicy,
+    Overall,
     WorkloadVerdict,
     verdict_document,
 )
@@ -336,6 +338,45 @@ def test_the_comment_module_renders_verdicts_and_errors(tmp_path: Path) -> None:
     assert comment.main([str(error_path), "--out", str(out)]) == 0
     assert out.read_text().startswith("## perfgate: error") and "[link](x)" not in out.read_text()
     assert comment.main([str(tmp_path / "missing.json"), "--out", str(out)]) == 2
+
+
+@pytest.mark.parametrize(
+    ("overall", "policy", "conclusion"),
+    [
+        ("regression", "exit4", "failure"),
+        ("pass", "exit4", "success"),
+        ("inconclusive", "exit4", "neutral"),
+        ("inconclusive", "pass", "success"),
+        ("inconclusive", "fail", "failure"),
+    ],
+)
+def test_the_check_run_says_what_the_verdict_says(
+    tmp_path: Path, overall: str, policy: str, conclusion: str
+) -> None:
+    verdict = replace(factories.verdict(), overall=cast(Overall, overall))
+    verdict_path = tmp_path / "verdict.json"
+    verdict_path.write_text(json.dumps(verdict_document(verdict, cast(InconclusivePolicy, policy))))
+    out, check = tmp_path / "comment.md", tmp_path / "check.json"
+    argv = [str(verdict_path), "--out", str(out), "--check", str(check), "--head-sha", "f" * 40]
+    assert comment.main(argv) == 0
+    body = json.loads(check.read_text())
+    assert body["name"] == "perfgate" and body["head_sha"] == "f" * 40
+    assert body["status"] == "completed" and body["conclusion"] == conclusion
+    assert body["output"]["title"].startswith(f"perfgate: {overall} (exit ")
+    assert body["output"]["summary"] == out.read_text()
+
+
+def test_the_check_run_of_an_error_fails_and_needs_the_commit(tmp_path: Path) -> None:
+    error_path = tmp_path / "error.json"
+    error_path.write_text(json.dumps(ERROR.dump(ErrorDocument.of(UsageError("bad", "fix")))))
+    check = tmp_path / "check.json"
+    out = str(tmp_path / "c.md")
+    assert comment.main([str(error_path), "--out", out, "--check", str(check)]) == 2
+    assert not check.exists()
+    argv = [str(error_path), "--out", out, "--check", str(check), "--head-sha", "a" * 40]
+    assert comment.main(argv) == 0
+    body = json.loads(check.read_text())
+    assert body["conclusion"] == "failure" and "could not judge" in body["output"]["title"]
 
 
 # --- running nothing of the checkout under test -----------------------------------------------

@@ -49,7 +49,12 @@ def check_jsonschema() -> str:
 
 
 def test_the_expected_workflows_exist() -> None:
-    assert {path.name for path in WORKFLOWS} >= {"ci.yml", "perf-pr.yml", "nightly.yml"}
+    assert {path.name for path in WORKFLOWS} >= {
+        "ci.yml",
+        "perf-pr.yml",
+        "perf-pr-fork.yml",
+        "nightly.yml",
+    }
 
 
 @pytest.mark.parametrize(
@@ -98,7 +103,7 @@ def test_the_pr_gate_job_is_read_only_and_approved_and_the_comment_job_writes_on
     assert gate["permissions"] == {"contents": "read"}
     assert gate["environment"] == "gpu-gate"  # a maintainer approves fork PRs
     assert "self-hosted" in gate["runs-on"]
-    assert comment["permissions"] == {"pull-requests": "write"}
+    assert comment["permissions"] == {"pull-requests": "write", "checks": "write"}
     assert comment["runs-on"] == "ubuntu-latest"
     (checkout,) = [
         s for s in comment["steps"] if str(s.get("uses", "")).startswith("actions/checkout")
@@ -178,3 +183,97 @@ elif method == "PATCH":
     assert sorted(p.name for p in store.iterdir()) == ["1", "2"]  # one created, then updated
     assert (store / "2").read_text() == "<!-- perfgate-gate -->\n## perfgate: pass"
     assert (store / "1").read_text() == "someone else's comment"
+
+
+def test_fork_prs_get_their_comment_through_workflow_run_without_running_their_code() -> None:
+    workflow = load(ROOT / ".github" / "workflows" / "perf-pr-fork.yml")
+    assert triggers(workflow) == {"workflow_run"}
+    keys: dict[Any, Any] = workflow  # YAML 1.1 loaders may read the key `on` as True
+    on: dict[str, Any] = keys["on"] if "on" in keys else keys[True]
+    assert on["workflow_run"] == {"workflows": ["perf-pr"], "types": ["completed"]}
+    job = workflow["jobs"]["comment"]
+    assert job["permissions"] == {"pull-requests": "write", "checks": "write", "actions": "read"}
+    assert "head_repository.full_name != github.repository" in job["if"]  # forks only
+    steps = job["steps"]
+    (checkout,) = [s for s in steps if str(s.get("uses", "")).startswith("actions/checkout")]
+    assert "ref" not in checkout.get("with", {})  # the default branch, never the fork's head
+    download = next(s for s in steps if "download-artifact" in str(s.get("uses", "")))
+    assert download["with"]["run-id"] == "${{ github.event.workflow_run.id }}"
+    text = (ROOT / ".github" / "workflows" / "perf-pr-fork.yml").read_text()
+    for step in steps:  # event values reach scripts through env, never into the command line
+        assert "${{" not in str(step.get("run", "")), step.get("name")
+    assert "comment.md" not in str(download) and "verdict.json" in text
+
+
+def test_every_python_setup_caches_pip() -> None:
+    for path in WORKFLOWS:
+        for job in load(path)["jobs"].values():
+            for step in job["steps"]:
+                if str(step.get("uses", "")).startswith("actions/setup-python"):
+                    assert step["with"]["cache"] == "pip", path.name
+
+
+def test_the_action_has_the_documented_inputs_and_outputs_and_unique_artifacts() -> None:
+    action = load(ACTION)
+    assert set(action["inputs"]) >= {"suite", "device", "inconclusive", "report-url", "shard"}
+    assert set(action["outputs"]) >= {
+        "verdict",
+        "exit-code",
+        "report-path",
+        "artifact-name",
+        "artifact-url",
+    }
+    steps = {step.get("id"): step for step in action["runs"]["steps"]}
+    assert steps["upload"]["with"]["name"] == "${{ steps.names.outputs.artifact }}"
+    naming = steps["names"]["run"]
+    assert "GITHUB_RUN_ID" in naming and "GITHUB_RUN_ATTEMPT" in naming and "SHARD" in naming
+    gate_env = steps["gate"]["env"]
+    assert gate_env["PERFGATE_INCONCLUSIVE"] == "${{ inputs.inconclusive }}"
+    assert gate_env["PERFGATE_REPORT_URL"] == "${{ inputs.report-url }}"
+
+
+def test_the_check_run_is_posted_from_its_rendered_body(tmp_path: Path) -> None:
+    """scripts/check-run.sh hands the body to ``gh api … check-runs`` unchanged."""
+    fake = tmp_path / "bin" / "gh"
+    fake.parent.mkdir()
+    seen = tmp_path / "seen"
+    fake.write_text(
+        "#!/usr/bin/env python3\n"
+        "import sys, pathlib\n"
+        "args = sys.argv[1:]\n"
+        f"pathlib.Path({str(seen)!r}).write_text(' '.join(args) + '\\n' + "
+        "pathlib.Path(args[args.index('--input') + 1]).read_text())\n"
+    )
+    fake.chmod(0o755)
+    body = tmp_path / "check.json"
+    body.write_text('{"name": "perfgate", "conclusion": "neutral"}')
+    completed = subprocess.run(
+        ["bash", str(SCRIPTS / "check-run.sh"), str(body)],
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "PATH": f"{fake.parent}:{os.environ['PATH']}",
+            "GITHUB_REPOSITORY": "team/model",
+        },
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "check-run: posted neutral" in completed.stdout
+    command, posted = seen.read_text().split("\n", 1)
+    assert command.startswith("api --method POST repos/team/model/check-runs --input")
+    assert posted == body.read_text()
+
+
+def test_the_readme_workflow_parses_and_wires_the_check_and_the_artifact_name() -> None:
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("```yaml\nname: perf-pr\n") + len("```yaml\n")
+    snippet: dict[str, Any] = YAML(typ="safe").load(readme[start : readme.index("```", start)])
+    gate, comment = snippet["jobs"]["gate"], snippet["jobs"]["comment"]
+    assert gate["permissions"] == {"contents": "read"}
+    assert set(gate["outputs"]) == {"verdict", "artifact-name", "artifact-url"}
+    assert comment["permissions"] == {"pull-requests": "write", "checks": "write"}
+    download = next(s for s in comment["steps"] if "download-artifact" in str(s.get("uses", "")))
+    assert download["with"]["name"] == "${{ needs.gate.outputs.artifact-name }}"
+    script = comment["steps"][-1]["run"]
+    assert "--check check.json" in script and "check-run.sh" in script
+    assert "${{" not in script  # event values travel through env, never into the command line
