@@ -1,10 +1,10 @@
 """The built wheel, installed into a fresh virtual environment outside the repository, runs.
 
-A user installs perfgate with pip, not from a checkout: this builds the wheel from the
-repository (``pip wheel``, the PEP 517 build CI publishes), installs it with ``--no-deps`` into
-a new virtual environment under a temporary folder, and runs ``run``, ``compare`` and
-``report`` there from a folder that holds no perfgate source, so everything they need (the
-schemas, the rules, the templates, the worker module) must come from the wheel. The
+A user installs perfgate with pip, not from a checkout: this builds the sdist and the wheel
+from it (``python -m build``, the PEP 517 build a release publishes), installs the wheel with
+``--no-deps`` into a new virtual environment under a temporary folder, and runs ``run``,
+``compare`` and ``report`` there from a folder that holds no perfgate source, so everything
+they need (the schemas, the rules, the templates, the worker module) must come from the wheel. The
 dependencies (torch among them) come from this test's own environment through a ``.pth``
 line: downloading them again would take minutes and, for torch, the wrong build.
 """
@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import venv
 import zipfile
 from pathlib import Path
@@ -33,10 +34,18 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The ``bin`` folder of a fresh virtual environment holding only the built wheel."""
     scratch = tmp_path_factory.mktemp("wheel")
+    # The release build: the sdist, then the wheel built from that sdist (so a file the sdist
+    # forgets fails here, not on a packager's machine).
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(scratch), "."],
+        [sys.executable, "-m", "build", "--outdir", str(scratch), "."],
         cwd=REPOSITORY, check=True, capture_output=True, timeout=600,
     )  # fmt: skip
+    (sdist,) = scratch.glob("perfgate-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        members = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    for shipped in ("LICENSE", "CHANGELOG.md", "README.md", "pyproject.toml", "PKG-INFO"):
+        assert shipped in members, shipped
+    assert "0+unknown" not in sdist.name
     (wheel,) = scratch.glob("perfgate-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for shipped in ("perfgate/schema/result-v1.json", "perfgate/rules/", "perfgate/templates/"):

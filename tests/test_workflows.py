@@ -277,3 +277,19 @@ def test_the_readme_workflow_parses_and_wires_the_check_and_the_artifact_name() 
     script = comment["steps"][-1]["run"]
     assert "--check check.json" in script and "check-run.sh" in script
     assert "${{" not in script  # event values travel through env, never into the command line
+
+
+def test_ci_builds_the_release_and_runs_it_from_outside_the_repository() -> None:
+    job = load(ROOT / ".github" / "workflows" / "ci.yml")["jobs"]["package"]
+    steps = job["steps"]
+    checkout = next(s for s in steps if str(s.get("uses", "")).startswith("actions/checkout"))
+    assert checkout["with"]["fetch-depth"] == 0  # the version comes from the tags
+    scripts = [str(s.get("run", "")) for s in steps]
+    assert any("python -m build --outdir dist" in script for script in scripts)
+    install = next(script for script in scripts if "dist/*.whl" in script)
+    assert '"$RUNNER_TEMP/perfgate-env/bin/pip" install' in install  # a fresh environment
+    assert "-e ." not in install and "constraints-cpu.txt" in install  # the wheel, CPU torch
+    main = next(s for s in steps if "perfgate compare" in str(s.get("run", "")))
+    assert main["working-directory"] == "${{ runner.temp }}"  # outside the checkout
+    for command in ("perfgate run", "perfgate compare", "perfgate report"):
+        assert command in main["run"]
