@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -257,7 +258,7 @@ def _children_cpu_s() -> float:
 
 
 @pytest.fixture(scope="module")
-def verified_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], float]:
+def verified_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], float, str]:
     """``perfgate advise --verify`` on datapipe and mlp (optimizer already fused), once, and the
     cores other processes used meanwhile (system CPU time minus this run's own, over wall time).
     ``--rule`` keeps it to the two pieces of advice under test, so no other one is re-run.
@@ -283,7 +284,26 @@ def verified_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, An
     document = json.loads(out.read_text())
     fired = {a["rule_id"] for w in document["workloads"] for a in w["advice"]}
     assert fired <= {"dataloader-starvation", "compile-elementwise-fusion"}, fired
-    return document, others
+    return document, others, completed.stdout
+
+
+@pytest.mark.slow
+def test_a_piped_verify_says_what_it_is_doing_as_it_goes(
+    verified_run: tuple[dict[str, Any], float, str],
+) -> None:
+    """In a CI log a live display shows nothing until it ends: each stage gets a line as it
+    starts, and each A/B round of the verification one line (flushed as it happens; the
+    mechanism is tested on a piped run in test_terminal_layout)."""
+    lines = verified_run[2].splitlines()
+    assert lines[0] == "profiling datapipe@smoke, mlp@smoke: 5 steps each, in its own process"
+    stages = [line for line in lines if ": verifying " in line]
+    assert stages and all(
+        re.fullmatch(r"(datapipe|mlp): verifying 1 advice, each by an interleaved A/B of at "
+                     r"most 6 rounds", line)
+        for line in stages
+    ), stages  # fmt: skip
+    first_round = next(i for i, line in enumerate(lines) if line.endswith("(at most 6 rounds)"))
+    assert lines.index(stages[0]) < first_round
 
 
 def test_rule_selection_keeps_the_named_rules_and_rejects_unknown_ids() -> None:
@@ -309,11 +329,11 @@ def _proof(document: dict[str, Any], workload: str, rule_id: str) -> dict[str, A
 
 @pytest.mark.slow
 def test_more_dataloader_workers_are_proven_faster(
-    verified_run: tuple[dict[str, Any], float],
+    verified_run: tuple[dict[str, Any], float, str],
 ) -> None:
     """Parallel loading needs idle cores: when other jobs took the box's second core during the
     run, no gain was there to measure, and the test says so instead of failing on it."""
-    document, others = verified_run
+    document, others, _ = verified_run
     proof = _proof(document, "datapipe", "dataloader-starvation")
     print(f"datapipe {proof['knobs']}: {proof['reason']}; others used {others:.1f} cores")
     # The rule's formula: one more worker, else twice as many, up to the cores available.
@@ -332,12 +352,12 @@ def test_more_dataloader_workers_are_proven_faster(
 
 @pytest.mark.slow
 def test_compile_on_a_millisecond_mlp_step_is_refuted(
-    verified_run: tuple[dict[str, Any], float],
+    verified_run: tuple[dict[str, Any], float, str],
 ) -> None:
     """On this CPU the compiled ~1 ms mlp step is slower than the eager one: 0.87-0.94× in
     five measurements (refuted twice, inconclusive three times while other jobs held one of
     the two cores). Channels-last on resnet, the other candidate, was verified (1.29×)."""
-    document, others = verified_run
+    document, others, _ = verified_run
     proof = _proof(document, "mlp", "compile-elementwise-fusion")
     print(f"mlp {proof['knobs']}: {proof['reason']}; others used {others:.1f} cores")
     assert proof["knobs"] == {"compile": True}

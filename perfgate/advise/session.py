@@ -6,9 +6,11 @@ steps, and from the rule engine so that stays a pure function of evidence.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 from perfgate._rules_path import rule_folders
 from perfgate.advise.evidence import DEFAULT_PROFILE_STEPS, Evidence, profile_workloads
@@ -38,6 +40,18 @@ from perfgate.runner.summary import ceiling_figures
 from perfgate.telemetry.fingerprint import collect_fingerprint
 
 
+class AdviseObserver(InterleaveObserver, Protocol):
+    """Progress of ``perfgate advise``: each stage as it starts (profiling, verifying), then
+    the A/B rounds of the verification."""
+
+    def stage(self, text: str) -> None: ...
+
+
+AdviseWatch = Callable[[], AbstractContextManager[AdviseObserver | None]]
+"""Opens the watcher of an advise run (a progress display) for as long as it profiles and
+verifies."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class AdviseRequest:
     """``perfgate advise``: what to profile, where, and what to do with the advice."""
@@ -56,10 +70,12 @@ class AdviseRequest:
     """Where the advice document goes (checked before the profiling, written after it)."""
 
 
-def advise_session(request: AdviseRequest) -> list[WorkloadAdvice]:
+def advise_session(
+    request: AdviseRequest, progress: AdviseWatch = nullcontext
+) -> list[WorkloadAdvice]:
     """``perfgate advise``: the advice for every selected workload, and its document written
     to ``json_out``; an unwritable ``json_out`` or a ``trace_dir`` that is no folder fails
-    before anything is profiled."""
+    before anything is profiled. ``progress`` watches the profiling and the verification."""
     settings = load_config(request.config)
     chosen = resolve_device(request.device or settings.device)
     if request.json_out is not None:
@@ -67,17 +83,19 @@ def advise_session(request: AdviseRequest) -> list[WorkloadAdvice]:
     trace_dir = request.trace_dir
     if trace_dir is not None and trace_dir.exists() and not trace_dir.is_dir():
         raise UsageError(f"--trace-dir {trace_dir} is not a folder", "give a folder path")
-    results = advise_workloads(
-        settings,
-        request.selection,
-        rule_folders(settings),
-        device=chosen,
-        profile_steps=request.profile_steps,
-        verify=request.verify,
-        rounds=request.rounds,
-        trace_dir=trace_dir,
-        only_rules=request.only_rules,
-    )
+    with progress() as observer:
+        results = advise_workloads(
+            settings,
+            request.selection,
+            rule_folders(settings),
+            device=chosen,
+            profile_steps=request.profile_steps,
+            verify=request.verify,
+            rounds=request.rounds,
+            trace_dir=trace_dir,
+            observer=observer,
+            only_rules=request.only_rules,
+        )
     if request.json_out is not None:
         write_json_atomic(
             request.json_out, ADVICE.dump(advice_report(results, chosen)), option="--json"
@@ -117,7 +135,7 @@ def advise_workloads(
     verify: bool = False,
     rounds: int = 6,
     trace_dir: Path | None = None,
-    observer: InterleaveObserver | None = None,
+    observer: AdviseObserver | None = None,
     only_rules: Sequence[str] = (),
 ) -> list[WorkloadAdvice]:
     """Evidence, advice and (optionally) proof for every selected workload.
@@ -132,6 +150,8 @@ def advise_workloads(
     environment = collect_fingerprint(device, settings.threads)
     # As perfgate run does, and before profiling: a corrupt ceilings file is a usage error.
     ceilings = lookup_ceilings(config.root, environment)
+    labels = ", ".join(f"{p.definition.name}@{p.preset}" for p in plan)
+    _stage(observer, f"profiling {labels}: {profile_steps} steps each, in its own process")
     profiled = {
         p.name: p
         for p in profile_workloads(
@@ -164,6 +184,11 @@ def advise_workloads(
         advice = advise(rules, profile.evidence, AdviceContext(measured=measured), binding)
         verifications: list[Verification] = []
         if verify and advice:
+            _stage(
+                observer,
+                f"{name}: verifying {len(advice)} advice, each by an interleaved A/B of at "
+                f"most {rounds} rounds",
+            )
             advice, verifications = verify_advice(
                 config,
                 WorkloadUnderTest(name=name, preset=planned.preset, knobs=planned.knobs),
@@ -177,6 +202,11 @@ def advise_workloads(
             )
         results.append(replace(outcome, advice=advice, verifications=verifications))
     return results
+
+
+def _stage(observer: AdviseObserver | None, text: str) -> None:
+    if observer is not None:
+        observer.stage(text)
 
 
 def measured_fixes(

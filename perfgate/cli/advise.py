@@ -89,6 +89,7 @@ def advise_command(
         AdviseRequest,
         advise_session,
     )
+    from perfgate.cli.progress import AdviseProgress  # lazy: rich's progress display, to advise
 
     request = AdviseRequest(
         config=config,
@@ -110,7 +111,7 @@ def advise_command(
         only_rules=rule,
         json_out=json_out,
     )
-    results = guarded(lambda: advise_session(request))
+    results = guarded(lambda: advise_session(request, lambda: AdviseProgress(console)))
     show(results, json_out)
     failed = [r for r in results if r.status != "ok"]
     for result in failed:

@@ -143,3 +143,13 @@ class RoundProgress(_Bars):
         self._progress.update(
             self._tasks[workload], completed=round_index + 1, description=description
         )
+
+
+class AdviseProgress(RoundProgress):
+    """Progress of ``perfgate advise``: a line as each stage starts (profiling, verifying),
+    printed above the live bars on a terminal and flushed as it happens in a log; then the
+    verification's A/B rounds as ``RoundProgress`` shows them. Implements ``AdviseObserver``."""
+
+    def stage(self, text: str) -> None:
+        target = self._progress.console if self._live else self._console
+        target.print(text, markup=False, highlight=False, soft_wrap=True)
