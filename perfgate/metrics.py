@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from perfgate.documents.result import FlopCount, RepeatResult, WorkloadResult
+from perfgate.documents.result import FlopCount, RepeatResult, WorkCounters, WorkloadResult
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,52 @@ def condition_values(workload: WorkloadResult) -> dict[str, list[float]]:
         if numbers:
             values[CONDITION_PREFIX + name] = numbers
     return values
+
+
+WORK_PREFIX = "work."
+"""A step's exact work counters travel with the metrics too (one value per run, stored,
+pooled into baselines and snapshots) under this prefix; they are judged exactly, without
+statistics (``perfgate.compare.work``), never as timings."""
+WORK_COUNTERS = (
+    "operators",
+    "allocations",
+    "allocated_bytes",
+    "host_syncs",
+    "host_to_device_bytes",
+    "device_to_host_bytes",
+    "collectives",
+    "collective_bytes",
+)
+
+
+def work_values(workload: WorkloadResult) -> dict[str, list[float]]:
+    """Per work counter (``work.NAME``), the run's one count; empty when none was counted."""
+    if workload.work is None:
+        return {}
+    return {WORK_PREFIX + name: [float(getattr(workload.work, name))] for name in WORK_COUNTERS}
+
+
+def work_from_series(series: dict[str, list[float]]) -> WorkCounters | None:
+    """The work counters a baseline's pooled ``work.NAME`` series agree on; None when a counter
+    is missing (runs from before perfgate counted work) or its runs disagree (a baseline
+    spanning a change of the work: no single count describes it). Per-operator counts are kept
+    in result documents only, so a stored baseline has none."""
+    counts: dict[str, int] = {}
+    for name in WORK_COUNTERS:
+        values = series.get(name)
+        if not values or any(value != values[0] for value in values) or values[0] < 0:
+            return None
+        counts[name] = int(values[0])
+    return WorkCounters(
+        operators=counts["operators"],
+        allocations=counts["allocations"],
+        allocated_bytes=counts["allocated_bytes"],
+        host_syncs=counts["host_syncs"],
+        host_to_device_bytes=counts["host_to_device_bytes"],
+        device_to_host_bytes=counts["device_to_host_bytes"],
+        collectives=counts["collectives"],
+        collective_bytes=counts["collective_bytes"],
+    )
 
 
 def flops_per_step(flops: FlopCount | None) -> float | None:

@@ -36,6 +36,7 @@ from perfgate.documents.result import (
     RunResult,
     RunSettings,
     SourceInfo,
+    WorkCounters,
     WorkloadResult,
     WorkloadSummary,
 )
@@ -46,6 +47,7 @@ from perfgate.documents.verdict import (
     ErrorDocument,
     MetricComparison,
     SideQuality,
+    WorkChange,
     WorkloadVerdict,
 )
 from perfgate.documents.worker import (
@@ -123,6 +125,22 @@ def repeat(index: int = 0, *, ranks: bool = True) -> RepeatResult:
     )
 
 
+def work_counters(**changes: Any) -> WorkCounters:
+    """One distributed GPU step's exact work, every counter non-zero."""
+    fields: dict[str, Any] = {
+        "operators": 412,
+        "allocations": 96,
+        "allocated_bytes": 3 * 2**20,
+        "host_syncs": 2,
+        "host_to_device_bytes": 32 * 256 * 8,
+        "device_to_host_bytes": 4,
+        "collectives": 3,
+        "collective_bytes": 4 * 10**6,
+        "by_operator": {"aten.mm": 36, "aten.copy_": 12, "c10d.allreduce_": 3},
+    }
+    return WorkCounters(**{**fields, **changes})
+
+
 def workload(name: str = "gpt") -> WorkloadResult:
     """A distributed GPU workload with FLOPs, a summary and two repeats."""
     return WorkloadResult(
@@ -173,6 +191,7 @@ def workload(name: str = "gpt") -> WorkloadResult:
             ceiling_fraction=0.14,
             ceiling_measured_at="2026-12-02T10:00:00+00:00",
         ),
+        work=work_counters(),
     )
 
 
@@ -255,6 +274,10 @@ def verdict(**changes: Any) -> CompareVerdict:
                     comparison("samples_per_s", direction="higher", derived_from="step_time_s"),
                 ],
                 notes=["re-measured as an interleaved A/B"],
+                work_changes=[
+                    WorkChange(counter="host_syncs", base=2, head=3),
+                    WorkChange(counter="aten._local_scalar_dense", base=1, head=2),
+                ],
             ),
             WorkloadVerdict(name="mlp", status="missing", notes=["not measured at head"]),
             WorkloadVerdict(name="bert", status="definition_changed"),
@@ -607,6 +630,7 @@ def measurement(**changes: Any) -> Measurement:
             exposed_share=0.1,
             overlap=0.6667,
         ),
+        "work": work_counters(),
     }
     return Measurement(**{**fields, **changes})
 

@@ -109,6 +109,7 @@ def test_a_repeat_is_a_fresh_process_in_its_own_session_either_way(
         "flops_done",
         "measure_start",
         "measure_end",
+        "work_done",
     ]
     assert sorted(repeat.phases, key=repeat.phases.__getitem__) == names  # no cuda_ready on cpu
     assert info["sid"] == info["pid"]  # a session (and process group) of its own

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfgate.documents.result import MAX_STEP_S, RunResult, WorkloadResult
+from perfgate.documents.result import MAX_STEP_S, RunResult, WorkCounters, WorkloadResult
 from perfgate.documents.snapshot import (
     SNAPSHOT,
     MetricStatistics,
@@ -20,7 +20,13 @@ from perfgate.documents.snapshot import (
     snapshot_path,
 )
 from perfgate.errors import UsageError
-from perfgate.metrics import CONDITION_PREFIX, condition_values, metric_values
+from perfgate.metrics import (
+    CONDITION_PREFIX,
+    WORK_PREFIX,
+    condition_values,
+    metric_values,
+    work_from_series,
+)
 from perfgate.telemetry.fingerprint import fingerprint_key
 
 
@@ -47,6 +53,8 @@ class BaselineWorkload:
     canary: bool = False
     """The baseline side is a canary run (an injected slowdown): never a fair reference."""
     repeats: dict[str, list[float]] = field(default_factory=dict)
+    work: WorkCounters | None = None
+    """The exact work of one step, when the baseline's runs counted it and agree on it."""
 
 
 def from_result(run: RunResult, origin: str) -> dict[str, BaselineWorkload]:
@@ -64,6 +72,7 @@ def from_result(run: RunResult, origin: str) -> dict[str, BaselineWorkload]:
             throttled_share=throttled_share(w),
             conditions=conditions_of(w),
             canary=bool(run.settings.inject_slowdown),
+            work=w.work,
         )
         for w in run.workloads
         if w.status == "ok"
@@ -127,14 +136,15 @@ def baseline_workload(
     identity: str,
 ) -> BaselineWorkload:
     """A snapshot's (or a database baseline's) figures as a baseline: the condition series
-    apart from the metrics, empty series left out."""
+    and the work counters apart from the metrics, empty series left out."""
     series = {name: stats.repeat_values for name, stats in metrics.items()}
+    prefixes = (CONDITION_PREFIX, WORK_PREFIX)
     return BaselineWorkload(
         name=workload,
         definition_hash=definition_hash,
         knobs=knobs,
         environment=environment,
-        metrics={n: v for n, v in series.items() if v and not n.startswith(CONDITION_PREFIX)},
+        metrics={n: v for n, v in series.items() if v and not n.startswith(prefixes)},
         conditions={
             n.removeprefix(CONDITION_PREFIX): v
             for n, v in series.items()
@@ -142,6 +152,9 @@ def baseline_workload(
         },
         origin=origin,
         identity=identity,
+        work=work_from_series(
+            {n.removeprefix(WORK_PREFIX): v for n, v in series.items() if n.startswith(WORK_PREFIX)}
+        ),
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from perfgate.compare.baseline_source import BaselineWorkload, conditions_of, throttled_share
 from perfgate.compare.conditions import condition_blocks
+from perfgate.compare.work import work_changes
 from perfgate.documents.result import RunResult, WorkloadResult
 from perfgate.documents.verdict import CompareVerdict, MetricComparison, Overall, WorkloadVerdict
 from perfgate.errors import InfrastructureError, UsageError, last_line
@@ -127,6 +128,7 @@ def _compare_workload(
         baseline_origin=baseline.origin,
         comparisons=comparisons,
         notes=notes,
+        work_changes=work_changes(baseline.work, workload.work),
     )
 
 

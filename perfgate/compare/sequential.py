@@ -36,6 +36,7 @@ from perfgate.compare.gate import (
     overall_verdict,
     with_derived_verdicts,
 )
+from perfgate.compare.work import work_changes
 from perfgate.config import Config
 from perfgate.documents.result import RunResult, WorkloadResult
 from perfgate.documents.verdict import CompareVerdict, MetricComparison, WorkloadVerdict
@@ -243,7 +244,13 @@ def _judge_workload(
     if losses_match(base_loss, head_loss) is False:
         status = "loss_mismatch"
         notes.append(f"final loss {head_loss:.6g} differs from the base's {base_loss:.6g}")
-    return WorkloadVerdict(name=head.name, status=status, comparisons=comparisons, notes=notes)
+    return WorkloadVerdict(
+        name=head.name,
+        status=status,
+        comparisons=comparisons,
+        notes=notes,
+        work_changes=work_changes(base.work, head.work),
+    )
 
 
 def _paired_metrics(

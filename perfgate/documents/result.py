@@ -15,6 +15,8 @@ Format history (:data:`RESULT`, ``perfgate.documents.base`` for the compatibilit
   ``ceiling_tflops``, ``ceiling_fraction`` and ``ceiling_measured_at``.
 - 1.4 (2026-12-02): measurement conditions (optional): ``repeat.conditions`` and the
   ``virtual`` timer of the test harness's step clock; the header's ``schema_minor``.
+- 1.5 (2026-12-05): a training script's workload (``factory`` may read ``script:PATH``).
+- 1.6 (2026-12-06): exact work counters of one step (optional): the workload's ``work``.
 
 Readers call :func:`load_result` (:data:`RESULT`'s reader, then :func:`check_measurements`):
 a document from a newer major version is refused with a clear error instead of misread; one of
@@ -116,7 +118,8 @@ class RepeatResult:
     ``start`` (the repeat's code begins), ``imports_done`` (torch imported), ``cuda_ready``
     (CUDA context created; device cuda only), ``setup_done`` (the factory returned),
     ``flops_done`` (FLOPs counted; the first repeat only), ``measure_start`` (warm-up done),
-    ``measure_end``. The measured window aligns the telemetry; the rest is what a repeat costs
+    ``measure_end``, ``work_done`` (the work counted after the timed steps; the first repeat
+    only). The measured window aligns the telemetry; the rest is what a repeat costs
     before its first timed step (``benchmarks/startup.py``)."""
     telemetry: dict[str, Any] | None = None
     """Columnar samples from the parent-side sampler (see ``perfgate.telemetry.sampler``)."""
@@ -145,6 +148,35 @@ class FlopCount:
     used: Literal["counted", "analytic"] | None = None
     """Which figure TFLOP/s and MFU are computed from."""
     by_operator: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkCounters:
+    """The exact work of one training step: counts that no timing noise touches.
+
+    Counted once per workload by a dispatch mode (``perfgate.workloads.work``) over one eager
+    step taken after the timed ones (a steady step: the first one also creates the optimizer's
+    state), so two runs of the same code on the same inputs count the same, and any difference
+    is a change of the work itself (``perfgate.compare.work``).
+    """
+
+    operators: int
+    """aten operators dispatched (views and in-place ones included): the host's launch work."""
+    allocations: int
+    """Operator outputs with storage of their own (not a view or an input written in place)."""
+    allocated_bytes: int
+    host_syncs: int
+    """Operators whose result the host must wait for on an accelerator: ``.item()`` and other
+    scalar reads, data-dependent shapes (``nonzero``, ``masked_select``, ``unique``), and
+    blocking device-to-host copies."""
+    host_to_device_bytes: int
+    device_to_host_bytes: int
+    collectives: int
+    """Collective operations (c10d) called by the step; 0 in a single process."""
+    collective_bytes: int
+    """Bytes of the tensors the collectives were given."""
+    by_operator: dict[str, int] = field(default_factory=dict)
+    """Dispatches per aten overload packet (``aten.mm``), sorted by name."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -215,6 +247,9 @@ class WorkloadResult:
     setup_info: dict[str, Any] = field(default_factory=dict)
     repeats: list[RepeatResult] = field(default_factory=list)
     summary: WorkloadSummary | None = None
+    work: WorkCounters | None = None
+    """Exact work counters of one step (format 1.6); None when not counted (an older
+    document, a failed first repeat)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -287,6 +322,7 @@ class RunResult:
         data["status"] = self.status
         _drop_defaults(data["settings"], {"nproc_per_node": 1})
         for workload in data["workloads"]:
+            _drop_defaults(workload, {"work": None})
             if workload["summary"] is not None:
                 _drop_defaults(workload["summary"], dict.fromkeys(_OPTIONAL_SUMMARY))
             for repeat in workload["repeats"]:
@@ -420,7 +456,7 @@ def write_result(path: Path, result: RunResult) -> None:
 RESULT: DocumentKind[RunResult] = DocumentKind(
     name="perfgate.result",
     major=1,
-    minor=5,
+    minor=6,
     model=RunResult,
     produced_by="perfgate run",
     dump_model=RunResult.to_dict,

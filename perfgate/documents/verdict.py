@@ -11,6 +11,8 @@ Format history:
 - 1.1 (2026-12-02): workload statuses ``missing`` and ``definition_changed`` (issue 16); the
   document header's ``schema_minor``.
 - 1.2 (2026-12-06): ``base_commit`` (optional): the base revision the head was judged against.
+- 1.3 (2026-12-06): a workload's ``work_changes`` (optional): its exact work counters that
+  differ from the baseline's, judged without statistics.
 
 The error document is what the gate leaves when nothing could be judged: the problem, its fix
 and the exit code (usage or infrastructure, never a verdict's).
@@ -90,6 +92,18 @@ an interleaved A/B against the base can judge it, and until one has, it is incon
 
 
 @dataclass(frozen=True, kw_only=True)
+class WorkChange:
+    """One exact work counter of a step that differs between the baseline and the head: a
+    counter of the result's ``work`` (``operators``, ``host_syncs``, …) or one operator's
+    dispatches (``aten.clone``). No noise touches these counts, so any difference is a change
+    of the work itself, whatever the timing verdict."""
+
+    counter: str
+    base: int
+    head: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class WorkloadVerdict:
     """One workload: how it compared, metric by metric."""
 
@@ -98,6 +112,9 @@ class WorkloadVerdict:
     baseline_origin: str | None = None
     comparisons: list[MetricComparison] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    work_changes: list[WorkChange] = field(default_factory=list)
+    """The step's exact work counters that differ from the baseline's (format 1.3), largest
+    relative change first; empty when equal, or when a side did not count them."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,7 +169,7 @@ def verdict_document(verdict: CompareVerdict, policy: InconclusivePolicy) -> dic
 VERDICT: DocumentKind[CompareVerdict] = DocumentKind(
     name="perfgate.verdict",
     major=1,
-    minor=2,
+    minor=3,
     model=CompareVerdict,
     produced_by="perfgate compare --json or perfgate gate",
     dump_model=_dump_verdict,

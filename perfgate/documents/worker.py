@@ -20,6 +20,8 @@ repeat with the one-line reason, never a traceback and never a pass.
 Format history (both):
 
 - 1.0 (2026-12-02): first version (the spec and the report were plain JSON objects before).
+- spec 1.1 (2026-12-05): ``script``, a training script's workload.
+- report 1.1 (2026-12-06): the measurement's ``work`` (exact work counters of one step).
 """
 
 from __future__ import annotations
@@ -33,7 +35,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from perfgate.documents.base import DocumentKind
-from perfgate.documents.result import MAX_MEMORY_BYTES, MAX_STEP_S, RankResult, RepeatConditions
+from perfgate.documents.result import (
+    MAX_MEMORY_BYTES,
+    MAX_STEP_S,
+    RankResult,
+    RepeatConditions,
+    WorkCounters,
+)
 from perfgate.errors import UsageError
 from perfgate.files import check_json_values
 
@@ -202,6 +210,9 @@ class Measurement:
     communication: CommunicationWindow | None = None
     """A distributed first repeat: this rank's window; None without collectives, or when
     the spec asked for none."""
+    work: WorkCounters | None = None
+    """The exact work of one step after the timed ones; None unless the spec asked for a
+    count (the same repeat that counts FLOPs)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -245,7 +256,7 @@ WORKER_SPEC: DocumentKind[WorkerSpec] = DocumentKind(
 WORKER_REPORT: DocumentKind[WorkerReport] = DocumentKind(
     name="perfgate.worker-report",
     major=1,
-    minor=0,
+    minor=1,
     model=WorkerReport,
     produced_by="perfgate's worker process",
 )

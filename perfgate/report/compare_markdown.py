@@ -63,7 +63,12 @@ from perfgate.documents.verdict import (
 from perfgate.errors import ExitCode, InfrastructureError, PerfgateError, UsageError
 from perfgate.files import write_text_atomic
 from perfgate.report.anchors import anchor
-from perfgate.report.formatting import format_value, own_interval, own_percent
+from perfgate.report.formatting import (
+    format_value,
+    own_interval,
+    own_percent,
+    work_change_parts,
+)
 from perfgate.report.templating import environment
 from perfgate.thresholds import LOSS_RELATIVE_TOLERANCE
 
@@ -93,6 +98,7 @@ _URL_SAFE = "/:?#=&%+,;@!$~.-_"
 _BLOCKS = (
     "notes",
     "changed",
+    "work",
     "advice",
     "environment",
     "no_baseline",
@@ -241,6 +247,7 @@ def verdict_markdown(
     rows: dict[str, list[_Row]] = {
         "notes": [escape_text(note) for note in verdict.notes],
         "changed": _changed_rows(verdict),
+        "work": _work_rows(verdict),
         "advice": [_advice_row(line, report_url) for line in advice],
         **_detail_rows(verdict),
     }
@@ -577,6 +584,24 @@ def _changed_rows(verdict: CompareVerdict) -> list[_Row]:
                 rows.append(((_SEVERITY[c.verdict], order), _metric_row(workload, c)))
     rows.sort(key=lambda pair: pair[0])
     return [row for _, row in rows]
+
+
+def _work_rows(verdict: CompareVerdict) -> list[_Row]:
+    """One row per changed work counter: the step's totals, then its operators."""
+    rows: list[_Row] = []
+    for workload in verdict.workloads:
+        for change in workload.work_changes:
+            label, base, head, delta = work_change_parts(change.counter, change.base, change.head)
+            rows.append(
+                {
+                    "workload": escape_cell(workload.name),
+                    "counter": escape_cell(label),
+                    "base": base,
+                    "head": head,
+                    "change": delta,
+                }
+            )
+    return rows
 
 
 def _advice_row(line: AdviceLine, report_url: str | None) -> _Row:

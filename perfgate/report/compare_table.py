@@ -16,7 +16,13 @@ from rich.table import Table
 from rich.text import Text
 
 from perfgate.documents.verdict import CompareVerdict, MetricComparison, WorkloadVerdict
-from perfgate.report.formatting import change_with_interval, format_value, metric_label
+from perfgate.report.formatting import (
+    change_with_interval,
+    format_value,
+    metric_label,
+    work_change_text,
+    work_summary,
+)
 from perfgate.report.terminal import PlainTable, indented
 
 STYLE = {"regression": "red", "improvement": "green", "no_change": "", "inconclusive": "yellow"}
@@ -59,6 +65,11 @@ def verdict_table(verdict: CompareVerdict) -> Table:
             )
         for note in workload.notes:
             table.add_row(workload.name, "", "", "", "", "", "", "", workload.status, note)
+        if workload.work_changes:
+            table.add_row(
+                workload.name, "work per step", "", "", "", "exact", "", "",
+                Text("work changed", style="yellow"), work_summary(_changes(workload)),
+            )  # fmt: skip
     return table
 
 
@@ -102,6 +113,17 @@ def _blocks(workload: WorkloadVerdict) -> Iterator[tuple[int, Text]]:
             yield indent + 2, Text("why: " + "; ".join(c.reasons))
     for note in workload.notes:
         yield 2, Text(f"note: {note}")
+    if workload.work_changes:
+        line = Text("work per step: ")
+        line.append("work changed", style="yellow")
+        line.append(" (exact counts, no noise)")
+        yield 2, line
+        for change in workload.work_changes:
+            yield 4, Text(work_change_text(change.counter, change.base, change.head))
+
+
+def _changes(workload: WorkloadVerdict) -> list[tuple[str, int, int]]:
+    return [(c.counter, c.base, c.head) for c in workload.work_changes]
 
 
 def _grouped(workload: WorkloadVerdict) -> list[MetricComparison]:

@@ -117,3 +117,46 @@ def change_with_interval(ratio: float, low: float, high: float, direction: str) 
     a step time, ``-20.0 % (-21.9 … -16.7 %)`` for the throughput it gives."""
     first, last = own_interval(low, high, direction)
     return f"{own_percent(ratio, direction)} ({first} … {last} %)"
+
+
+WORK_LABELS = {
+    "operators": "operators dispatched",
+    "allocations": "allocations",
+    "allocated_bytes": "bytes allocated",
+    "host_syncs": "host syncs",
+    "host_to_device_bytes": "host→device bytes",
+    "device_to_host_bytes": "device→host bytes",
+    "collectives": "collectives",
+    "collective_bytes": "collective bytes",
+}
+"""A step's exact work counters as a reader names them; an operator is named as it is."""
+
+
+def work_change_parts(counter: str, base: int, head: int) -> tuple[str, str, str, str]:
+    """One changed work counter per step as (label, base, head, change): bytes with their
+    unit, an operator's dispatches by its name, the change signed with its relative size
+    (``+1, +50 %``; ``new`` or ``gone`` when a side had none)."""
+    label = WORK_LABELS.get(counter, counter)
+    show = format_bytes if counter.endswith("_bytes") else str
+    delta = head - base
+    sign = "+" if delta > 0 else "-"
+    if base == 0:
+        relative = "new"
+    elif head == 0:
+        relative = "gone"
+    else:
+        relative = f"{delta / base * 100:+.0f} %"
+    return label, show(base), show(head), f"{sign}{show(abs(delta))}, {relative}"
+
+
+def work_change_text(counter: str, base: int, head: int) -> str:
+    """``host syncs 2 → 3 (+1, +50 %)``, ``aten.clone 0 → 1 (+1, new)``."""
+    label, before, after, change = work_change_parts(counter, base, head)
+    return f"{label} {before} → {after} ({change})"
+
+
+def work_summary(changes: list[tuple[str, int, int]], limit: int = 4) -> str:
+    """The first ``limit`` changed counters in one line, and how many more there are."""
+    shown = "; ".join(work_change_text(*change) for change in changes[:limit])
+    more = len(changes) - limit
+    return shown + (f"; {more} more" if more > 0 else "")

@@ -34,16 +34,19 @@ from perfgate.documents.history import WorkloadHistory
 from perfgate.documents.result import RunResult, WorkloadResult
 from perfgate.documents.verdict import CompareVerdict, MetricComparison, WorkloadVerdict
 from perfgate.errors import last_line
+from perfgate.metrics import WORK_COUNTERS
 from perfgate.report import charts
 from perfgate.report.anchors import anchor
 from perfgate.report.chart_batch import ChartBatch
 from perfgate.report.formatting import (
+    WORK_LABELS,
     change_interval,
     format_bytes,
     format_flops,
     format_seconds,
     format_value,
     signed_percent,
+    work_change_parts,
 )
 from perfgate.report.run_summary import CEILING_HINT, distributed_facts
 
@@ -142,6 +145,10 @@ class WorkloadSection:
     telemetry_note: str = ""
     advice: list[AdviceView] = field(default_factory=list)
     advice_note: str = ""
+    work: list[tuple[str, str]] = field(default_factory=list)
+    """The step's exact work counters (label, value), the busiest operators last."""
+    work_changes: list[tuple[str, str, str, str]] = field(default_factory=list)
+    """Counters that differ from the baseline: (label, base, head, change)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -331,7 +338,29 @@ def _workload_section(
         telemetry_note=telemetry_note,
         advice=advice_views,
         advice_note=advice_note,
+        work=_work_counts(workload),
+        work_changes=[
+            work_change_parts(c.counter, c.base, c.head)
+            for c in (verdict.work_changes if verdict is not None else [])
+        ],
     )
+
+
+BUSIEST_OPERATORS = 8
+"""How many operators the report lists under a workload's work counters."""
+
+
+def _work_counts(workload: WorkloadResult) -> list[tuple[str, str]]:
+    work = workload.work
+    if work is None:
+        return []
+    counts = [
+        (WORK_LABELS[name], format_bytes(value) if name.endswith("_bytes") else str(value))
+        for name in WORK_COUNTERS
+        if (value := getattr(work, name)) or name in ("operators", "allocations", "host_syncs")
+    ]
+    busiest = sorted(work.by_operator.items(), key=lambda item: (-item[1], item[0]))
+    return counts + [(name, f"{count}×") for name, count in busiest[:BUSIEST_OPERATORS]]
 
 
 def _workload_verdict(workload: WorkloadResult, verdict: WorkloadVerdict | None) -> str:

@@ -289,6 +289,7 @@ def workload_result(
         flops=flops,
         setup_info=setup_info,
         repeats=repeats,
+        work=first.work if first is not None else None,
         summary=summarize_workload(
             repeats,
             samples_per_step=samples,

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.distributed.process_group import launched_rank, process_group
+from perfgate.documents.result import WorkCounters
 from perfgate.documents.worker import (
     WORKER_REPORT,
     WORKER_SPEC,
@@ -62,7 +63,9 @@ from perfgate.workloads.setup import (
     BatchSource,
     check_setup,
     count_step_flops,
+    count_step_work,
     counted_step,
+    counted_work_step,
     load_factory,
     rank_place,
     workload_context,
@@ -97,8 +100,8 @@ def run_repeat(spec: WorkerSpec, distributed: DistributedContext | None) -> Work
             phases["setup_done"] = time.time()
             return scripted_repeat(spec, phases, clock, reporter)
 
-        needed = spec.warmup + spec.steps + (1 if spec.count_flops else 0)
-        setup, (flops, measured) = run_script(spec.script, context, program_for, needed)
+        needed = spec.warmup + spec.steps + (2 if spec.count_flops else 0)
+        setup, (flops, measured, work) = run_script(spec.script, context, program_for, needed)
     else:
         reference = spec.factory
         setup = check_setup(load_factory(reference)(context), reference)
@@ -119,6 +122,10 @@ def run_repeat(spec: WorkerSpec, distributed: DistributedContext | None) -> Work
             clock=clock,
             reporter=reporter,
         )
+        work = None
+        if spec.count_flops:  # the counting repeat counts a steady step's work after timing
+            work = count_step_work(setup, source)
+            phases["work_done"] = time.time()
     # Read before the communication window, which is no measured step (its batches and memory
     # are not the repeat's):
     threads = torch.get_num_threads()
@@ -150,6 +157,7 @@ def run_repeat(spec: WorkerSpec, distributed: DistributedContext | None) -> Work
             applied_knobs=dict(setup.knobs),
             setup_info=setup_info,
             communication=communication,
+            work=work,
         ),
     )
 
@@ -163,7 +171,7 @@ def init_cuda() -> None:
     torch.cuda.synchronize()
 
 
-ScriptedRepeat = tuple[CountedFlops | None, "MeasuredSteps"]
+ScriptedRepeat = tuple[CountedFlops | None, "MeasuredSteps", WorkCounters | None]
 
 
 def scripted_repeat(
@@ -173,8 +181,8 @@ def scripted_repeat(
     reporter: WindowReporter,
 ) -> StepProgram[ScriptedRepeat]:
     """A timed repeat of a training script: its first step under the FLOP counter (when this
-    repeat counts), then the warm-up and measured steps, all taken by the script's own loop
-    (``perfgate.workloads.scripted``)."""
+    repeat counts), then the warm-up and measured steps, then (when it counts) one more under
+    the work counter, all taken by the script's own loop (``perfgate.workloads.scripted``)."""
     flops = None
     if spec.count_flops:
         flops = yield from counted_step()
@@ -182,7 +190,11 @@ def scripted_repeat(
     measured = yield from timed_steps(
         spec.device, spec.warmup, spec.steps, phases, spec.inject_slowdown, clock, reporter
     )
-    return flops, measured
+    work = None
+    if spec.count_flops:
+        work = yield from counted_work_step()
+        phases["work_done"] = time.time()
+    return flops, measured, work
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,7 +21,7 @@ from sqlmodel import Session, SQLModel, col
 
 from perfgate.documents.result import RepeatResult, RunResult, WorkloadResult
 from perfgate.errors import UsageError
-from perfgate.metrics import condition_values, metric_values, steady_median
+from perfgate.metrics import condition_values, metric_values, steady_median, work_values
 from perfgate.store.engine import make_engine, unavailable_on_error, write_transaction
 from perfgate.store.tables import (
     EnvironmentRow,
@@ -154,7 +154,8 @@ def _add_workload(session: Session, run_id: str, workload: WorkloadResult) -> No
     assert row.id is not None
     for repeat in workload.repeats:
         session.add(_sample_row(row.id, repeat))
-    for metric, values in {**metric_values(workload), **condition_values(workload)}.items():
+    measured = {**metric_values(workload), **condition_values(workload), **work_values(workload)}
+    for metric, values in measured.items():
         session.add(
             MetricSummaryRow(
                 workload_result_id=row.id,

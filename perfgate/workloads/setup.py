@@ -1,5 +1,5 @@
 """A workload's set-up inside a worker: its factory imported and called, the result checked,
-its batches cycled, one step's FLOPs counted.
+its batches cycled, one step's FLOPs and its exact work counted.
 
 Shared by the worker's timed repeat (``perfgate.runner.worker``) and its profiling window
 (``perfgate.trace.capture``), which build a workload the same way. Like the worker, this module
@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from perfgate.documents.result import WorkCounters
 from perfgate.documents.worker import CountedFlops, RankPlace, WorkerSpec
 from perfgate.errors import UsageError
 from perfgate.workloads.drive import StepProgram, drive_setup, fetch, step
@@ -133,6 +134,24 @@ def count_step_flops(setup: TrainingSetup, source: BatchSource) -> CountedFlops:
     """FLOPs of one eager training step, counted before (and apart from) the timed steps."""
     step = setup.flop_step or setup.step
     return drive_setup(counted_step(), setup, source, step_function=step)
+
+
+def count_step_work(setup: TrainingSetup, source: BatchSource) -> WorkCounters:
+    """The exact work of one eager training step, counted after (and apart from) the timed
+    steps, so the step counted is a steady one (``perfgate.workloads.work``)."""
+    step = setup.flop_step or setup.step
+    return drive_setup(counted_work_step(), setup, source, step_function=step)
+
+
+def counted_work_step() -> StepProgram[WorkCounters]:
+    """One step under the work counter: the step program of :func:`count_step_work`, and the
+    step after a training script's timed ones (``perfgate.runner.worker``)."""
+    from perfgate.workloads.work import counting_work  # lazy: imports torch (a dispatch mode)
+
+    yield from fetch()
+    with counting_work() as counter:
+        yield from step()
+    return counter.counters()
 
 
 def counted_step() -> StepProgram[CountedFlops]:
