@@ -45,7 +45,23 @@ def check_workload(result: RunResult, workload: WorkloadResult) -> list[str]:
         problems.append(f"MFU {summary.mfu} not in (0, 1) against peak {peak.tflops}")
     if workload.knobs.get("precision") == "bf16" and workload.compute_dtype != "bf16":
         problems.append(f"precision=bf16 but compute dtype {workload.compute_dtype}")
-    return problems + check_distributed(result, workload)
+    return problems + check_work(workload) + check_distributed(result, workload)
+
+
+def check_work(workload: WorkloadResult) -> list[str]:
+    """The exact work counters of a CUDA step: operators counted, and the matmuls among them."""
+    work = workload.work
+    if work is None:
+        return ["no work counters in the result"]
+    problems = []
+    if work.operators <= 0 or work.operators != sum(work.by_operator.values()):
+        problems.append(f"work: {work.operators} operators, per operator {work.by_operator}")
+    if not any(name in work.by_operator for name in ("aten.mm", "aten.addmm", "aten.convolution")):
+        problems.append("work: no matmul or convolution among the counted operators")
+    world = workload.summary.world_size if workload.summary is not None else None
+    if (world or 1) > 1 and work.collectives == 0:
+        problems.append("work: a distributed step counted no collective")
+    return problems
 
 
 def check_distributed(result: RunResult, workload: WorkloadResult) -> list[str]:
@@ -80,6 +96,14 @@ def describe(workload: WorkloadResult) -> str:
         return f"{value:.0f}" if isinstance(value, (int, float)) else "n/a"
 
     mfu = f"{s.mfu:.1%}" if s.mfu is not None else f"n/a ({s.mfu_reason})"
+    work = workload.work
+    counted = (
+        f", work {work.operators} ops, {work.allocations} allocations, {work.host_syncs} syncs, "
+        f"H2D {work.host_to_device_bytes} B, D2H {work.device_to_host_bytes} B, "
+        f"{work.collectives} collectives"
+        if work is not None
+        else ", work not counted"
+    )
     tflops = f"{s.tflops:.1f}" if s.tflops is not None else "n/a"
     return (
         f"{workload.name}@{workload.preset} {workload.compute_dtype} knobs={workload.knobs}: "
@@ -94,6 +118,7 @@ def describe(workload: WorkloadResult) -> str:
             if s.world_size
             else ""
         )
+        + counted
     )
 
 
