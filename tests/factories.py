@@ -8,6 +8,7 @@ format's reader and checks it comes back equal: the schema round trip of every f
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from perfgate.documents.advice import (
     Verification,
     WorkloadAdvice,
 )
+from perfgate.documents.bisect import BisectProbe, BisectReport
 from perfgate.documents.calibration import Calibration, CalibrationReport
 from perfgate.documents.ceilings import (
     CeilingsEntry,
@@ -653,3 +655,41 @@ def worker_report(**changes: Any) -> WorkerReport:
         ),
     }
     return WorkerReport(**{**fields, **changes})
+
+
+def bisect_report() -> BisectReport:
+    """A bisection that found its culprit, with every field set."""
+    commits = [f"{index:x}" * 40 for index in range(1, 6)]
+    effect = BisectProbe(
+        base=commits[2], head=commits[3], state="regressed", workload="gpt", ratio=1.25,
+        ci_low=1.2, ci_high=1.31, rounds=14, seconds=41.5,
+    )  # fmt: skip
+    return BisectReport(
+        good=commits[0],
+        bad=commits[-1],
+        commits=commits,
+        workloads=["gpt"],
+        conclusion="found",
+        first_bad=commits[3],
+        last_good=commits[2],
+        culprit_subject="Copy the inputs `contiguous` <b>",
+        effect=effect,
+        work_changes=[WorkChange(counter="aten.clone", base=0, head=1)],
+        probes=[
+            replace(effect, base=commits[0], head=commits[4]),
+            BisectProbe(
+                base=commits[0],
+                head=commits[2],
+                state="unchanged",
+                workload="gpt",
+                ratio=1.0,
+                ci_low=0.97,
+                ci_high=1.03,
+                rounds=30,
+                seconds=80.0,
+            ),
+            BisectProbe(base=commits[2], head=commits[3], state="inconclusive", workload=None),
+            effect,
+        ],
+        notes=["a note"],
+    )

@@ -17,6 +17,7 @@ from pydantic import TypeAdapter
 
 from perfgate.documents.advice import ADVICE
 from perfgate.documents.base import DocumentKind
+from perfgate.documents.bisect import BISECT
 from perfgate.documents.calibration import CALIBRATION
 from perfgate.documents.ceilings import CEILINGS, CEILINGS_STORE
 from perfgate.documents.diagnosis import DIAGNOSIS
@@ -39,6 +40,7 @@ MAXIMAL: dict[str, Callable[[], Any]] = {
     DIAGNOSIS.name: factories.diagnosis_report,
     WORKER_SPEC.name: factories.worker_spec,
     WORKER_REPORT.name: factories.worker_report,
+    BISECT.name: factories.bisect_report,
 }
 """A maximal document of every format (every optional field set)."""
 

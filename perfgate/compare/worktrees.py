@@ -52,6 +52,31 @@ def resolve_commit(repo: Path, ref: str) -> str:
     return commit
 
 
+def first_parent_range(repo: Path, good: str, bad: str) -> list[str]:
+    """``good``, then every commit after it on ``bad``'s first-parent line, ``bad`` last: the
+    range a bisection searches (a merged branch counts as its merge commit)."""
+    first, last = resolve_commit(repo, good), resolve_commit(repo, bad)
+    if first == last:
+        raise UsageError(f"{good} and {bad} are the same commit", "give GOOD before BAD")
+    if _git(repo, "merge-base", "--is-ancestor", first, last, check=False) is None:
+        raise UsageError(
+            f"{good} is not an ancestor of {bad}", "give the older, good commit first: GOOD BAD"
+        )
+    listed = _git(repo, "rev-list", "--first-parent", "--reverse", f"{first}..{last}") or ""
+    after = listed.split()
+    if not after or _git(repo, "rev-parse", f"{after[0]}^1", check=False) != first:
+        raise UsageError(
+            f"{good} is not on {bad}'s first-parent history",
+            "give a GOOD commit of the branch itself (e.g. a merge commit of main)",
+        )
+    return [first, *after]
+
+
+def commit_subject(repo: Path, commit: str) -> str | None:
+    """The first line of the commit's message (None when git cannot say)."""
+    return _git(repo, "log", "-1", "--format=%s", commit, check=False)
+
+
 @contextlib.contextmanager
 def checked_out(repo: Path, refs: Sequence[str]) -> Iterator[list[Checkout]]:
     """Check each ref out into a temporary worktree (detached); remove them all afterwards."""

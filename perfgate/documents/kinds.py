@@ -7,6 +7,7 @@ from typing import Any
 
 from perfgate.documents.advice import ADVICE
 from perfgate.documents.base import DocumentKind
+from perfgate.documents.bisect import BISECT
 from perfgate.documents.calibration import CALIBRATION
 from perfgate.documents.ceilings import CEILINGS, CEILINGS_STORE
 from perfgate.documents.diagnosis import DIAGNOSIS
@@ -27,4 +28,5 @@ KINDS: tuple[DocumentKind[Any], ...] = (
     DIAGNOSIS,
     WORKER_SPEC,
     WORKER_REPORT,
+    BISECT,
 )
