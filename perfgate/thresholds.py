@@ -12,6 +12,7 @@ one band, and no rate metric left on a default narrower than the time it is comp
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,3 +84,11 @@ def _relative(origin: str, key: str, metric: str, value: Any) -> float:
             "write e.g. 0.05 for 5 %",
         )
     return float(value)
+
+
+def losses_match(first: float | None, second: float | None) -> bool | None:
+    """Whether two final losses agree within :data:`LOSS_RELATIVE_TOLERANCE`; None when either
+    is missing (the same maths gives the same loss: a mismatch means the change altered it)."""
+    if first is None or second is None:
+        return None
+    return math.isclose(first, second, rel_tol=LOSS_RELATIVE_TOLERANCE, abs_tol=1e-6)

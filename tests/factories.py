@@ -45,9 +45,11 @@ from perfgate.documents.result import (
 from perfgate.documents.snapshot import BaselineSnapshot, MetricStatistics, SnapshotRun
 from perfgate.documents.trace_diff import TraceChange, TraceDiff, TraceSide
 from perfgate.documents.verdict import (
+    Attribution,
     CompareVerdict,
     ErrorDocument,
     MetricComparison,
+    Mover,
     SideQuality,
     WorkChange,
     WorkloadVerdict,
@@ -261,6 +263,54 @@ def comparison(metric: str = "step_time_s", **changes: Any) -> MetricComparison:
     return MetricComparison(**{**fields, **changes})
 
 
+def attribution() -> Attribution:
+    """Three windows a side: one op slower, one kernel added, one op more frequent."""
+    return Attribution(
+        windows=3,
+        base_step_ms=10.4,
+        head_step_ms=12.9,
+        movers=[
+            Mover(
+                side="op",
+                name="aten::copy_",
+                change="slower",
+                base_calls=12.0,
+                head_calls=48.0,
+                base_us=760.0,
+                head_us=3860.0,
+                delta_low_us=2900.0,
+                delta_high_us=3300.0,
+                step_share=0.298,
+            ),
+            Mover(
+                side="kernel",
+                name="void at::native::elementwise_kernel<128, 4>",
+                change="added",
+                base_calls=0.0,
+                head_calls=12.0,
+                base_us=0.0,
+                head_us=90.0,
+                delta_low_us=80.0,
+                delta_high_us=101.0,
+                step_share=0.0087,
+            ),
+            Mover(
+                side="op",
+                name="aten::item",
+                change="more frequent",
+                base_calls=1.0,
+                head_calls=2.0,
+                base_us=4.0,
+                head_us=9.0,
+                delta_low_us=-2.0,
+                delta_high_us=12.0,
+                step_share=0.0005,
+            ),
+        ],
+        omitted=2,
+    )
+
+
 def verdict(**changes: Any) -> CompareVerdict:
     """A verdict with a workload of every status."""
     fields: dict[str, Any] = {
@@ -280,6 +330,7 @@ def verdict(**changes: Any) -> CompareVerdict:
                     WorkChange(counter="host_syncs", base=2, head=3),
                     WorkChange(counter="aten._local_scalar_dense", base=1, head=2),
                 ],
+                attribution=attribution(),
             ),
             WorkloadVerdict(name="mlp", status="missing", notes=["not measured at head"]),
             WorkloadVerdict(name="bert", status="definition_changed"),
@@ -675,6 +726,7 @@ def bisect_report() -> BisectReport:
         culprit_subject="Copy the inputs `contiguous` <b>",
         effect=effect,
         work_changes=[WorkChange(counter="aten.clone", base=0, head=1)],
+        attribution=attribution(),
         probes=[
             replace(effect, base=commits[0], head=commits[4]),
             BisectProbe(

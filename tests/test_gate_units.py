@@ -284,7 +284,9 @@ def test_the_witness_stamps_the_markers_with_the_parents_clock(tmp_path: Path) -
         while 0 not in witness.windows() and time.monotonic() < deadline:
             time.sleep(0.01)
         window = witness.windows()[0]
-    assert 0.2 <= window < 5.0
+    # The markers are stamped by the parent's clock when it reads them, so the window holds the
+    # 0.2 s sleep give or take the two stamps' resolution (0.19996 s has been seen).
+    assert 0.19 <= window < 5.0
     assert not witness.path.exists()
     WindowReporter(str(tmp_path / "gone"), 0).begin()  # no reader: silently nothing
 

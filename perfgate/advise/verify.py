@@ -29,7 +29,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from perfgate.advise.ranking import Advice, rank, with_status
-from perfgate.compare.gate import losses_match
 from perfgate.config import Config
 from perfgate.documents.advice import Outcome, Verification
 from perfgate.documents.result import WorkloadResult
@@ -39,6 +38,7 @@ from perfgate.metrics import metric_values
 from perfgate.runner.interleave import Arm, InterleaveObserver, run_interleaved
 from perfgate.runner.plan import Selection, available_workloads, prepare
 from perfgate.stats.compare import compare_metric, correct
+from perfgate.thresholds import losses_match
 from perfgate.workloads.protocol import KnobValue
 
 VERIFY_THRESHOLD = 0.02

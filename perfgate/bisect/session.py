@@ -17,13 +17,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from perfgate.bisect.search import bisect_range
-from perfgate.compare.ab import compare_refs
+from perfgate.compare.ab import ABOutcome, compare_refs, config_in_checkout
+from perfgate.compare.attribution import with_attribution
 from perfgate.compare.sequential import ab_budget
 from perfgate.compare.session import RoundWatch, default_ab_folder
-from perfgate.compare.worktrees import commit_subject, first_parent_range, repository_root
-from perfgate.config import load_config
+from perfgate.compare.worktrees import (
+    checked_out,
+    commit_subject,
+    first_parent_range,
+    repository_root,
+)
+from perfgate.config import Config, load_config
 from perfgate.documents.bisect import BISECT, BisectProbe, BisectReport, ProbeState
-from perfgate.documents.verdict import CompareVerdict, WorkChange
+from perfgate.documents.verdict import CompareVerdict, WorkloadVerdict
 from perfgate.files import check_writable, write_json_atomic
 from perfgate.runner.device import resolve_device
 from perfgate.runner.plan import Selection
@@ -50,10 +56,14 @@ class BisectRequest:
 
 @dataclass(frozen=True, kw_only=True)
 class Probed:
-    """A probe as the search reads it, with the verdict it came from."""
+    """A probe as the search reads it, with the A/B it came from."""
 
     probe: BisectProbe
-    verdict: CompareVerdict
+    outcome: ABOutcome
+
+    @property
+    def verdict(self) -> CompareVerdict:
+        return self.outcome.verdict
 
     @property
     def state(self) -> ProbeState:
@@ -83,17 +93,18 @@ def bisect_session(request: BisectRequest, progress: RoundWatch = nullcontext) -
                 budget=budget,
                 out_dir=out_dir / f"{base:03d}-{head:03d}",
                 observer=observer,
+                attribute=False,  # only the culprit's own A/B is attributed, below
             )
             read = read_probe(outcome.verdict, commits[base], commits[head])
-            return Probed(
-                probe=replace(read, seconds=time.monotonic() - started),
-                verdict=outcome.verdict,
-            )
+            return Probed(probe=replace(read, seconds=time.monotonic() - started), outcome=outcome)
 
         search = bisect_range(len(commits), probe)
     effect = search.effect
     found = search.conclusion == "found" and effect is not None
+    if found and effect is not None:
+        effect = attributed(effect, settings, repo, request.selection, device)
     culprit = commits[search.first_bad]
+    decided = deciding_workload(effect) if found and effect is not None else None
     report = BisectReport(
         good=commits[0],
         bad=commits[-1],
@@ -104,13 +115,35 @@ def bisect_session(request: BisectRequest, progress: RoundWatch = nullcontext) -
         last_good=None if search.conclusion == "no_regression" else commits[search.last_good],
         culprit_subject=commit_subject(repo, culprit) if found else None,
         effect=effect.probe if found and effect is not None else None,
-        work_changes=deciding_work(effect) if found and effect is not None else [],
+        work_changes=list(decided.work_changes) if decided is not None else [],
+        attribution=decided.attribution if decided is not None else None,
         probes=[p.probe for _, _, p in search.probes],
         notes=_notes(search.conclusion, commits, search.last_good, search.first_bad),
     )
     if request.json_out is not None:
         write_json_atomic(request.json_out, BISECT.dump(report), option="--json")
     return report
+
+
+def attributed(
+    effect: Probed, settings: Config, repo: Path, selection: Selection, device: str
+) -> Probed:
+    """The culprit's A/B with its deciding workload attributed per operator and kernel, each
+    side profiled in its own checkout."""
+    with checked_out(repo, [effect.probe.base, effect.probe.head]) as (base, head):
+        configs = (
+            config_in_checkout(settings, repo, base.path),
+            config_in_checkout(settings, repo, head.path),
+        )
+        verdict = with_attribution(
+            effect.verdict,
+            configs,
+            (effect.outcome.base, effect.outcome.head),
+            selection,
+            device=device,
+            names=[effect.probe.workload] if effect.probe.workload else [],
+        )
+    return replace(effect, outcome=replace(effect.outcome, verdict=verdict))
 
 
 def read_probe(verdict: CompareVerdict, base: str, head: str) -> BisectProbe:
@@ -147,12 +180,12 @@ def read_probe(verdict: CompareVerdict, base: str, head: str) -> BisectProbe:
     )
 
 
-def deciding_work(effect: Probed) -> list[WorkChange]:
-    """The exact work the culprit changed, from its own A/B's deciding workload."""
+def deciding_workload(effect: Probed) -> WorkloadVerdict | None:
+    """The culprit's A/B verdict of the workload that decided it."""
     for workload in effect.verdict.workloads:
         if workload.name == effect.probe.workload:
-            return list(workload.work_changes)
-    return []
+            return workload
+    return None
 
 
 def _notes(conclusion: str, commits: Sequence[str], last_good: int, first_bad: int) -> list[str]:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate import __version__
+from perfgate.compare.attribution import with_attribution
 from perfgate.compare.gate import overall_verdict
 from perfgate.compare.membership import GatedWorkload
 from perfgate.compare.sequential import ABBudget, SequentialJudge, judge_interleaved
@@ -96,8 +97,11 @@ def compare_refs(
     out_dir: Path,
     observer: InterleaveObserver | None = None,
     thresholds_for: ThresholdSource = as_configured,
+    attribute: bool = True,
 ) -> ABOutcome:
-    """``compare --ab``: both refs checked out and measured interleaved until decided."""
+    """``compare --ab``: both refs checked out and measured interleaved until decided; each
+    workload whose step time regressed is then attributed per operator and kernel (unless
+    ``attribute`` is off: a bisection's probes, which only need the verdict)."""
     repo = repository_root(config.root)
     with checked_out(repo, [base_ref, head_ref]) as (base, head):
         sides = [
@@ -109,8 +113,13 @@ def compare_refs(
             sides, selection, device=device, budget=budget, observer=observer,
             thresholds_for=thresholds_for,
         )  # fmt: skip
-    paths = _write(out_dir, base_run, head_run)
-    verdict = with_workload_notes(judge_ab(base_run, head_run, thresholds, budget), notes)
+        paths = _write(out_dir, base_run, head_run)
+        verdict = with_workload_notes(judge_ab(base_run, head_run, thresholds, budget), notes)
+        if attribute and not selection.inject_slowdown:  # a canary's cost is no operator's
+            verdict = with_attribution(
+                verdict, (sides[0].config, sides[1].config), (base_run, head_run), selection,
+                device=device,
+            )  # fmt: skip
     done = ", ".join(f"{w.name} {len(w.repeats)}" for w in head_run.workloads)
     note = (
         f"interleaved A/B of {base_ref} ({base.commit[:12]}) against {head_ref} "
@@ -173,8 +182,13 @@ def confirm_alerts(
             sides, selection, device=device, budget=budget, observer=observer,
             thresholds_for=lambda *_: (thresholds, {}),
         )  # fmt: skip
-    paths = _write(out_dir, base_run, head_run)
-    ab = judge_ab(base_run, head_run, thresholds, budget)
+        paths = _write(out_dir, base_run, head_run)
+        ab = judge_ab(base_run, head_run, thresholds, budget)
+        if not head.settings.inject_slowdown:  # a canary's cost is no operator's
+            ab = with_attribution(
+                ab, (sides[0].config, sides[1].config), (base_run, head_run), selection,
+                device=device,
+            )  # fmt: skip
     return _note_new(_merge(verdict, ab, base_ref, paths), new, base_ref)
 
 

@@ -23,7 +23,7 @@ from perfgate.errors import InfrastructureError, UsageError, last_line
 from perfgate.metrics import METRICS, metric_values
 from perfgate.stats.compare import compare_metric, correct
 from perfgate.telemetry.fingerprint import fingerprint_differences, fingerprint_notes
-from perfgate.thresholds import LOSS_RELATIVE_TOLERANCE, Thresholds
+from perfgate.thresholds import Thresholds, losses_match
 
 
 def compare_runs(
@@ -333,13 +333,6 @@ def overall_verdict(verdicts: list[WorkloadVerdict]) -> Overall:
     if "inconclusive" in metric_verdicts or "definition_changed" in statuses:
         return "inconclusive"
     return "pass"
-
-
-def losses_match(first: float | None, second: float | None) -> bool | None:
-    """Whether two final losses agree within the tolerance; None when either is missing."""
-    if first is None or second is None:
-        return None
-    return math.isclose(first, second, rel_tol=LOSS_RELATIVE_TOLERANCE, abs_tol=1e-6)
 
 
 def _environment_differences(

@@ -31,7 +31,6 @@ from perfgate.compare.gate import (
     apply_tolerances,
     comparison_seed,
     distributed_notes,
-    losses_match,
     metric_plan,
     overall_verdict,
     with_derived_verdicts,
@@ -51,7 +50,7 @@ from perfgate.stats.sequential import (
     sequential_design,
     sequential_state,
 )
-from perfgate.thresholds import Thresholds
+from perfgate.thresholds import Thresholds, losses_match
 
 DEFAULT_MAX_ROUNDS = {"cpu": 200, "cuda": 40}
 """The horizon of the sequential design: at most this many rounds a workload. On the 2-core CI

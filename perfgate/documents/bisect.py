@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from perfgate.documents.base import DocumentKind
-from perfgate.documents.verdict import WorkChange
+from perfgate.documents.verdict import Attribution, WorkChange
 
 ProbeState = Literal["regressed", "unchanged", "inconclusive"]
 """What a probe proved about its head commit against its base: slower beyond the threshold,
@@ -60,6 +60,8 @@ class BisectReport:
     """``found``: the culprit's own A/B against its parent (its effect interval)."""
     work_changes: list[WorkChange] = field(default_factory=list)
     """``found``: the exact work counters the culprit changed (its A/B's deciding workload)."""
+    attribution: Attribution | None = None
+    """``found``: what moved per operator and kernel in the culprit's deciding workload."""
     probes: list[BisectProbe] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 

@@ -13,6 +13,8 @@ Format history:
 - 1.2 (2026-12-06): ``base_commit`` (optional): the base revision the head was judged against.
 - 1.3 (2026-12-06): a workload's ``work_changes`` (optional): its exact work counters that
   differ from the baseline's, judged without statistics.
+- 1.4 (2026-12-06): a workload's ``attribution`` (optional): per operator and kernel, what moved
+  between base and head in interleaved profiled windows.
 
 The error document is what the gate leaves when nothing could be judged: the problem, its fix
 and the exit code (usage or infrastructure, never a verdict's).
@@ -24,6 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from perfgate.documents.base import DocumentKind, json_ready
+from perfgate.documents.trace_diff import ChangeKind, Side
 from perfgate.errors import ExitCode, InfrastructureError, PerfgateError, UsageError
 
 Direction = Literal["lower", "higher"]
@@ -104,6 +107,42 @@ class WorkChange:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Mover:
+    """One operator (host self time) or GPU kernel whose use per step moved from base to head,
+    over several profiled windows of each side measured alternately."""
+
+    side: Side
+    name: str
+    change: ChangeKind
+    base_calls: float
+    head_calls: float
+    """Calls (launches) per step, median over each side's windows."""
+    base_us: float
+    head_us: float
+    """Time per step (µs), median over each side's windows."""
+    delta_low_us: float
+    delta_high_us: float
+    """The least and the most head-minus-base time per step over every pair of windows: the
+    change is only called slower (or faster) when the whole range is."""
+    step_share: float
+    """``(head_us - base_us)`` over the base step: its part of the step's change."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Attribution:
+    """What moved inside a workload's step, base against head (``perfgate.trace.attribution``)."""
+
+    windows: int
+    """Profiled windows per side (alternated base, head, base, …), each a fresh process."""
+    base_step_ms: float
+    head_step_ms: float
+    """Median profiled step of each side (under the profiler: longer than the timed step)."""
+    movers: list[Mover] = field(default_factory=list)
+    omitted: int = 0
+    """Movers left out beyond the list (each smaller than the last one listed)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class WorkloadVerdict:
     """One workload: how it compared, metric by metric."""
 
@@ -115,6 +154,9 @@ class WorkloadVerdict:
     work_changes: list[WorkChange] = field(default_factory=list)
     """The step's exact work counters that differ from the baseline's (format 1.3), largest
     relative change first; empty when equal, or when a side did not count them."""
+    attribution: Attribution | None = None
+    """Per operator and kernel, what moved (format 1.4): a regression confirmed by an
+    interleaved A/B, or on request; None otherwise."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,7 +211,7 @@ def verdict_document(verdict: CompareVerdict, policy: InconclusivePolicy) -> dic
 VERDICT: DocumentKind[CompareVerdict] = DocumentKind(
     name="perfgate.verdict",
     major=1,
-    minor=3,
+    minor=4,
     model=CompareVerdict,
     produced_by="perfgate compare --json or perfgate gate",
     dump_model=_dump_verdict,

@@ -7,7 +7,7 @@ on the second line.
 from __future__ import annotations
 
 from perfgate.documents.bisect import BisectProbe, BisectReport
-from perfgate.report.formatting import change_with_interval, work_change_text
+from perfgate.report.formatting import change_with_interval, mover_cells, work_change_text
 
 SHORT = 12
 """Characters of a commit id shown."""
@@ -28,6 +28,10 @@ def bisect_lines(report: BisectReport) -> list[str]:
             f"  work per step: {work_change_text(c.counter, c.base, c.head)}"
             for c in report.work_changes
         )
+        if report.attribution is not None:
+            lines.extend(
+                f"  moved: {', '.join(mover_cells(mover))}" for mover in report.attribution.movers
+            )
     elif report.conclusion == "narrowed" and report.first_bad and report.last_good:
         lines.append(
             f"the change is after {report.last_good[:SHORT]}, at or before "

@@ -65,6 +65,7 @@ from perfgate.files import write_text_atomic
 from perfgate.report.anchors import anchor
 from perfgate.report.formatting import (
     format_value,
+    mover_cells,
     own_interval,
     own_percent,
     work_change_parts,
@@ -99,6 +100,7 @@ _BLOCKS = (
     "notes",
     "changed",
     "work",
+    "moved",
     "advice",
     "environment",
     "no_baseline",
@@ -248,6 +250,7 @@ def verdict_markdown(
         "notes": [escape_text(note) for note in verdict.notes],
         "changed": _changed_rows(verdict),
         "work": _work_rows(verdict),
+        "moved": _moved_rows(verdict),
         "advice": [_advice_row(line, report_url) for line in advice],
         **_detail_rows(verdict),
     }
@@ -599,6 +602,26 @@ def _work_rows(verdict: CompareVerdict) -> list[_Row]:
                     "base": base,
                     "head": head,
                     "change": delta,
+                }
+            )
+    return rows
+
+
+def _moved_rows(verdict: CompareVerdict) -> list[_Row]:
+    """One row per attributed op or kernel, each workload's largest movers first."""
+    rows: list[_Row] = []
+    for workload in verdict.workloads:
+        if workload.attribution is None:
+            continue
+        for mover in workload.attribution.movers:
+            what, time_text, calls = mover_cells(mover)
+            rows.append(
+                {
+                    "workload": escape_cell(workload.name),
+                    "what": escape_cell(what),
+                    "side": "kernel" if mover.side == "kernel" else "op",
+                    "time": time_text,
+                    "calls": calls,
                 }
             )
     return rows

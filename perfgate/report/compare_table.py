@@ -20,6 +20,7 @@ from perfgate.report.formatting import (
     change_with_interval,
     format_value,
     metric_label,
+    mover_cells,
     work_change_text,
     work_summary,
 )
@@ -69,6 +70,11 @@ def verdict_table(verdict: CompareVerdict) -> Table:
             table.add_row(
                 workload.name, "work per step", "", "", "", "exact", "", "",
                 Text("work changed", style="yellow"), work_summary(_changes(workload)),
+            )  # fmt: skip
+        if workload.attribution is not None:
+            moved = "; ".join(", ".join(mover_cells(m)) for m in workload.attribution.movers[:3])
+            table.add_row(
+                workload.name, "what moved", "", "", "", "", "", "", "profiled", moved
             )  # fmt: skip
     return table
 
@@ -120,6 +126,19 @@ def _blocks(workload: WorkloadVerdict) -> Iterator[tuple[int, Text]]:
         yield 2, line
         for change in workload.work_changes:
             yield 4, Text(work_change_text(change.counter, change.base, change.head))
+    attribution = workload.attribution
+    if attribution is not None:
+        yield (
+            2,
+            Text(
+                f"what moved (profiled, {attribution.windows} windows a side): step "
+                f"{attribution.base_step_ms:.2f} → {attribution.head_step_ms:.2f} ms"
+            ),
+        )
+        for mover in attribution.movers:
+            yield 4, Text(", ".join(mover_cells(mover)))
+        if attribution.omitted:
+            yield 4, Text(f"{attribution.omitted} smaller movers not listed")
 
 
 def _changes(workload: WorkloadVerdict) -> list[tuple[str, int, int]]:

@@ -7,6 +7,8 @@ Renderers only format; nothing here decides.
 
 from __future__ import annotations
 
+from perfgate.documents.verdict import Mover
+
 
 def format_seconds(value: float) -> str:
     """Seconds with a unit that keeps three significant digits readable."""
@@ -160,3 +162,42 @@ def work_summary(changes: list[tuple[str, int, int]], limit: int = 4) -> str:
     shown = "; ".join(work_change_text(*change) for change in changes[:limit])
     more = len(changes) - limit
     return shown + (f"; {more} more" if more > 0 else "")
+
+
+def format_microseconds(us: float) -> str:
+    """A time per step given in µs, with the unit that reads best (``3.1 ms``, ``90 µs``)."""
+    return format_seconds(abs(us) / 1e6) if us else "0 µs"
+
+
+def mover_parts(
+    name: str, change: str, base: tuple[float, float], head: tuple[float, float],
+    delta: tuple[float, float],
+) -> tuple[str, str, str]:  # fmt: skip
+    """An attributed op or kernel as (name and how it moved, time per step, calls per step):
+    ``aten::copy_ (slower)``, ``+3.1 ms/step (+2.9 … +3.3 ms, +408 %)``, ``48/step, was 12``.
+    ``base`` and ``head`` are (calls, µs) per step; ``delta`` the range of the time's change."""
+    (base_calls, base_us), (head_calls, head_us) = base, head
+    moved = head_us - base_us
+    sign = "+" if moved >= 0 else "-"
+    relative = f", {moved / base_us * 100:+.0f} %" if base_us > 0 and head_us > 0 else ""
+    low, high = delta
+    spread = f"{_signed_us(low)} … {_signed_us(high)}"
+    time_text = f"{sign}{format_microseconds(moved)}/step ({spread}{relative})"
+    calls = f"{head_calls:g}/step, was {base_calls:g}"
+    return f"{name} ({change})", time_text, calls
+
+
+def _signed_us(us: float) -> str:
+    return f"{'+' if us >= 0 else '-'}{format_microseconds(us)}"
+
+
+def mover_cells(mover: Mover) -> tuple[str, str, str]:
+    """One attributed op or kernel as every renderer shows it: (name and how it moved, time
+    per step, calls per step)."""
+    return mover_parts(
+        mover.name,
+        mover.change,
+        (mover.base_calls, mover.base_us),
+        (mover.head_calls, mover.head_us),
+        (mover.delta_low_us, mover.delta_high_us),
+    )

@@ -32,7 +32,12 @@ from perfgate.documents.advice import (
 from perfgate.documents.diagnosis import Diagnosis
 from perfgate.documents.history import WorkloadHistory
 from perfgate.documents.result import RunResult, WorkloadResult
-from perfgate.documents.verdict import CompareVerdict, MetricComparison, WorkloadVerdict
+from perfgate.documents.verdict import (
+    Attribution,
+    CompareVerdict,
+    MetricComparison,
+    WorkloadVerdict,
+)
 from perfgate.errors import last_line
 from perfgate.metrics import WORK_COUNTERS
 from perfgate.report import charts
@@ -45,6 +50,7 @@ from perfgate.report.formatting import (
     format_flops,
     format_seconds,
     format_value,
+    mover_cells,
     signed_percent,
     work_change_parts,
 )
@@ -149,6 +155,9 @@ class WorkloadSection:
     """The step's exact work counters (label, value), the busiest operators last."""
     work_changes: list[tuple[str, str, str, str]] = field(default_factory=list)
     """Counters that differ from the baseline: (label, base, head, change)."""
+    moved: list[tuple[str, str, str]] = field(default_factory=list)
+    """Attributed ops and kernels: (name and how it moved, time per step, calls per step)."""
+    moved_note: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -313,6 +322,7 @@ def _workload_section(
     batch: ChartBatch,
 ) -> WorkloadSection:
     compared = verdict.comparisons if verdict is not None else []
+    attribution = verdict.attribution if verdict is not None else None
     comparisons = [_comparison_row(workload.name, c) for c in compared]
     worst = _workload_verdict(workload, verdict)
     distribution, caption = _distribution(workload, compared, batch)
@@ -343,6 +353,19 @@ def _workload_section(
             work_change_parts(c.counter, c.base, c.head)
             for c in (verdict.work_changes if verdict is not None else [])
         ],
+        moved=[mover_cells(m) for m in attribution.movers] if attribution is not None else [],
+        moved_note=_moved_note(attribution),
+    )
+
+
+def _moved_note(attribution: Attribution | None) -> str:
+    if attribution is None:
+        return ""
+    more = f"; {attribution.omitted} smaller movers not listed" if attribution.omitted else ""
+    return (
+        f"Profiled in {attribution.windows} windows a side, alternated; profiled step "
+        f"{attribution.base_step_ms:.2f} ms → {attribution.head_step_ms:.2f} ms. Time per step "
+        f"with the range over every pair of windows{more}."
     )
 
 
