@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfgate.cli.options import build_selection
 from perfgate.compare.ab import with_workload_notes
 from perfgate.compare.baseline_source import from_result
 from perfgate.compare.gate import compare_runs as judge_runs
@@ -47,7 +48,6 @@ from perfgate.errors import UsageError
 from perfgate.files import write_json_atomic
 from perfgate.report.compare_markdown import verdict_markdown
 from perfgate.run import execute_run
-from perfgate.runner.plan import Selection, parse_slowdown
 
 ResultLike = RunResult | str | Path
 """A result: the document itself, or the path of its JSON file."""
@@ -140,7 +140,7 @@ def run(
     alone, so exploring in a notebook never adds to the history the gate judges against.
     ``inject_slowdown`` is the canary, in percent (``"10%"``).
     """
-    selection = Selection(
+    selection = build_selection(
         suite=suite,
         workloads=tuple(workloads),
         preset=preset,
@@ -148,10 +148,10 @@ def run(
         repeats=repeats,
         steps=steps,
         warmup=warmup,
-        timeout_s=timeout_s,
+        timeout=timeout_s,
         threads=threads,
         seed=seed,
-        inject_slowdown=None if inject_slowdown is None else parse_slowdown(inject_slowdown),
+        inject_slowdown=inject_slowdown,
         nproc_per_node=nproc_per_node,
     )
     settings = load_config(_path(config))
@@ -226,14 +226,14 @@ def compare_refs(
     (``budget_s``) run out. The base ref's configuration governs thresholds, budget and policy.
     Both result documents go to ``out_dir`` (default ``.perfgate/ab/<time>``)."""
     settings = load_config(_path(config))
-    selection = Selection(
+    selection = build_selection(
         suite=suite,
         workloads=tuple(workloads),
         preset=preset,
         knobs=knob_assignments(knobs or {}),
         steps=steps,
         warmup=warmup,
-        inject_slowdown=None if inject_slowdown is None else parse_slowdown(inject_slowdown),
+        inject_slowdown=inject_slowdown,
     )
     limits = ABLimits(
         device=device or settings.device,

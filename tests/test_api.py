@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from factories import run as factory_run
 from fixture_types import CliRun
 from hypothesis import given
 from hypothesis import strategies as st
+from scratch_repo import VIRTUAL, commit_edit, committed_project
 
 from perfgate import api
 from perfgate.compare.session import BaselineChoice, CompareRequest, compare_session
@@ -28,9 +27,6 @@ from perfgate.documents.result import load_result, write_result
 from perfgate.documents.verdict import VERDICT
 from perfgate.errors import ExitCode, UsageError
 from perfgate.workloads.knobs import parse_knob_assignments
-
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-VIRTUAL = {"PERFGATE_TEST_STEP_CLOCK": "virtual:between=0.02,within=0.01"}
 
 
 @pytest.fixture
@@ -117,21 +113,10 @@ def test_knobs_reach_the_runner_as_the_command_line_would_give_them(
     assert flat == expected
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.email=ci@example.com", "-c", "user.name=ci", *args],
-        cwd=repo, check=True, capture_output=True,
-    )  # fmt: skip
-
-
 @pytest.fixture
 def ab_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The A/B scratch project, committed, as the working directory, on the step clock."""
-    repo = tmp_path / "repo"
-    shutil.copytree(FIXTURES / "ab_project", repo)
-    git(repo, "init", "--quiet", "--initial-branch=main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "--quiet", "-m", "base")
+    repo = committed_project(tmp_path / "repo")
     monkeypatch.chdir(repo)
     for name, value in VIRTUAL.items():
         monkeypatch.setenv(name, value)
@@ -164,9 +149,7 @@ def test_two_runs_from_a_notebook_get_the_cli_s_verdict(
 
 @pytest.mark.slow
 def test_compare_refs_decides_a_slower_commit_interleaved(ab_repo: Path) -> None:
-    source = ab_repo / "costly.py"
-    source.write_text(source.read_text().replace("BASE_WAIT_S = 0.008", "BASE_WAIT_S = 0.010"))
-    git(ab_repo, "commit", "--quiet", "-am", "head: 25 % slower")
+    commit_edit(ab_repo, "BASE_WAIT_S = 0.008", "BASE_WAIT_S = 0.010", "head: 25 % slower")
     comparison = api.compare_refs(
         "HEAD~1", "HEAD", rounds=30, out_dir="ab", steps=10, warmup=2, device="cpu"
     )

@@ -11,21 +11,18 @@ the added operator in the terminal, the verdict document and the PR comment.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from functools import cache
 from pathlib import Path
 
 import pytest
 from fixture_types import CliRun
+from scratch_repo import VIRTUAL, commit_edit, committed_project
 
 from perfgate.trace.attribution import attribute
 from perfgate.trace.loader import load_trace
 from perfgate.trace.timeline import Timeline, build_timeline
 
 TRACES = Path(__file__).resolve().parent / "data" / "advise"
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-VIRTUAL = {"PERFGATE_TEST_STEP_CLOCK": "virtual:between=0.02,within=0.01"}
 
 
 @cache
@@ -56,33 +53,20 @@ def test_two_runs_of_one_job_name_the_kernels_and_ops_that_moved() -> None:
     assert shares == sorted(shares, reverse=True)  # the largest movers first
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.email=ci@example.com", "-c", "user.name=ci", *args],
-        cwd=repo, check=True, capture_output=True,
-    )  # fmt: skip
-
-
 @pytest.mark.slow
 def test_a_confirmed_regression_names_the_operator_it_added(
     tmp_path: Path, perfgate_cli: CliRun
 ) -> None:
-    repo = tmp_path / "repo"
-    shutil.copytree(FIXTURES / "ab_project", repo)
-    git(repo, "init", "--quiet", "--initial-branch=main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "--quiet", "-m", "base")
-    source = repo / "costly.py"
-    source.write_text(
-        source.read_text().replace(
-            "        loss.backward()\n",
-            "        loss.backward()\n"
-            "        for _ in range(8):\n"
-            "            inputs.t().contiguous()  # transposed copies of the inputs\n"
-            "        time.sleep(BASE_WAIT_S / 4)  # and the time they cost on the step clock\n",
-        )
+    repo = committed_project(tmp_path / "repo")
+    commit_edit(
+        repo,
+        "        loss.backward()\n",
+        "        loss.backward()\n"
+        "        for _ in range(8):\n"
+        "            inputs.t().contiguous()  # transposed copies of the inputs\n"
+        "        time.sleep(BASE_WAIT_S / 4)  # and the time they cost on the step clock\n",
+        "head: copies",
     )
-    git(repo, "commit", "--quiet", "-am", "head: copies")
     verdict, comment = repo / "verdict.json", repo / "comment.md"
     completed = perfgate_cli(
         "compare", "--ab", "HEAD~1", "HEAD", "--steps", "6", "--warmup", "2", "--device", "cpu",

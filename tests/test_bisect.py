@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,14 +20,12 @@ import pytest
 from fixture_types import CliRun
 from hypothesis import given
 from hypothesis import strategies as st
+from scratch_repo import VIRTUAL, commit_edit, committed_project, git
 
 from perfgate.bisect.search import bisect_range
 from perfgate.documents.bisect import BISECT, ProbeState
 from perfgate.errors import ExitCode
 from perfgate.report.bisect_text import bisect_lines
-
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-VIRTUAL = {"PERFGATE_TEST_STEP_CLOCK": "virtual:between=0.02,within=0.01"}
 
 
 @dataclass(frozen=True)
@@ -84,42 +80,30 @@ def test_an_adjacent_pair_that_does_not_regress_is_narrowed() -> None:
     assert bisect_range(2, lambda b, h: Simulated("unchanged")).conclusion == "no_regression"
 
 
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.email=ci@example.com", "-c", "user.name=ci", *args],
-        cwd=repo, check=True, capture_output=True, text=True,
-    )  # fmt: skip
-    return done.stdout.strip()
-
-
 CULPRIT = 5
 
 
 @pytest.fixture
 def history(tmp_path: Path) -> tuple[Path, list[str]]:
     """Eight commits of the A/B scratch project; commit 5 adds a host sync per step."""
-    repo = tmp_path / "repo"
-    shutil.copytree(FIXTURES / "ab_project", repo)
-    git(repo, "init", "--quiet", "--initial-branch=main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "--quiet", "-m", "commit 0")
+    repo = committed_project(tmp_path / "repo", message="commit 0")
+    (repo / "NOTES.md").write_text("notes\n")
+    git(repo, "add", "NOTES.md")
+    git(repo, "commit", "--quiet", "--amend", "--no-edit")
     commits = [git(repo, "rev-parse", "HEAD")]
     for index in range(1, 8):
         if index == CULPRIT:
-            source = repo / "costly.py"
-            source.write_text(
-                source.read_text().replace(
-                    "        optimizer.step()\n",
-                    "        optimizer.step()\n"
-                    "        time.sleep(BASE_WAIT_S / 2)  # the device time the sync waits for\n"
-                    "        loss.item()  # a host sync per step\n",
-                )
+            old = "        optimizer.step()\n"
+            new = (
+                "        optimizer.step()\n"
+                "        time.sleep(BASE_WAIT_S / 2)  # the device time the sync waits for\n"
+                "        loss.item()  # a host sync per step\n"
             )
-        else:
-            (repo / "NOTES.md").write_text(f"change {index}\n")  # no cost
-        git(repo, "add", "-A")
-        git(repo, "commit", "--quiet", "-m", f"commit {index}")
-        commits.append(git(repo, "rev-parse", "HEAD"))
+            commits.append(commit_edit(repo, old, new, f"commit {index}"))
+        else:  # no cost
+            commits.append(
+                commit_edit(repo, "notes", f"notes {index}", f"commit {index}", "NOTES.md")
+            )
     return repo, commits
 
 

@@ -11,13 +11,13 @@ direction. Its thresholds are the ±15 % band the shared 2-core CI runner suppor
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fixture_types import CliRun
+from scratch_repo import VIRTUAL, commit_edit, committed_project, git
 
 from perfgate.errors import ExitCode
 
@@ -28,26 +28,10 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FAST = ("--steps", "10", "--warmup", "2", "--device", "cpu")
 
 
-def git(repo: Path, *args: str) -> str:
-    completed = subprocess.run(
-        ["git", "-c", "user.email=ci@example.com", "-c", "user.name=ci", *args],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return completed.stdout.strip()
-
-
 @pytest.fixture
 def ab_repo(tmp_path: Path) -> Path:
     """A git repository holding the scratch project, one commit deep."""
-    repo = tmp_path / "repo"
-    shutil.copytree(FIXTURES / "ab_project", repo)
-    git(repo, "init", "--quiet", "--initial-branch=main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "--quiet", "-m", "base")
-    return repo
+    return committed_project(tmp_path / "repo")
 
 
 def verdict_of(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -56,16 +40,8 @@ def verdict_of(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return document, {c["metric"]: c for c in workload["comparisons"]}
 
 
-VIRTUAL = {"PERFGATE_TEST_STEP_CLOCK": "virtual:between=0.02,within=0.01"}
-"""The deterministic step clock (perfgate.runner.step_clock): each repeat's step is its sleeps,
-with seeded noise, so every exit code below is exact whatever else the machine is doing."""
-
-
 def commit_wait(repo: Path, seconds: float, message: str) -> None:
-    source = repo / "costly.py"
-    text = source.read_text().replace("BASE_WAIT_S = 0.008", f"BASE_WAIT_S = {seconds}")
-    source.write_text(text)
-    git(repo, "commit", "--quiet", "-am", message)
+    commit_edit(repo, "BASE_WAIT_S = 0.008", f"BASE_WAIT_S = {seconds}", message)
 
 
 def ab(

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ import pytest
 import torch
 from fixture_types import CliRun
 from rich.console import Console
+from scratch_repo import VIRTUAL, commit_edit, committed_project
 
 from perfgate.compare.baseline_source import baseline_workload
 from perfgate.compare.work import work_changes
@@ -35,9 +34,6 @@ from perfgate.report.compare_markdown import verdict_markdown
 from perfgate.report.compare_table import VerdictView
 from perfgate.report.formatting import work_change_text
 from perfgate.workloads.work import counting_work
-
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-VIRTUAL = {"PERFGATE_TEST_STEP_CLOCK": "virtual:between=0.02,within=0.01"}
 
 
 def counted(step: Any) -> WorkCounters:
@@ -160,34 +156,19 @@ def test_a_maximal_change_list_orders_totals_before_operators() -> None:
     ]
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.email=ci@example.com", "-c", "user.name=ci", *args],
-        cwd=repo, check=True, capture_output=True,
-    )  # fmt: skip
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """The A/B scratch project, committed, then a commit adding one small copy per step."""
-    repo = tmp_path / "repo"
-    shutil.copytree(FIXTURES / "ab_project", repo)
-    git(repo, "init", "--quiet", "--initial-branch=main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "--quiet", "-m", "base")
-    return repo
+    return committed_project(tmp_path / "repo")
 
 
 def add_a_copy(repo: Path) -> None:
-    source = repo / "costly.py"
-    text = source.read_text()
-    changed = text.replace(
+    commit_edit(
+        repo,
         "        loss.backward()\n",
         "        loss.backward()\n        inputs.t().contiguous()  # one small copy per step\n",
+        "head: a transposed copy of the inputs",
     )
-    assert changed != text
-    source.write_text(changed)
-    git(repo, "commit", "--quiet", "-am", "head: a transposed copy of the inputs")
 
 
 FAST = ("--steps", "6", "--warmup", "2", "--device", "cpu")

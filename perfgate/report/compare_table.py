@@ -69,7 +69,7 @@ def verdict_table(verdict: CompareVerdict) -> Table:
         if workload.work_changes:
             table.add_row(
                 workload.name, "work per step", "", "", "", "exact", "", "",
-                Text("work changed", style="yellow"), work_summary(_changes(workload)),
+                Text("work changed", style="yellow"), work_summary(workload.work_changes),
             )  # fmt: skip
         if workload.attribution is not None:
             moved = "; ".join(", ".join(mover_cells(m)) for m in workload.attribution.movers[:3])
@@ -139,10 +139,6 @@ def _blocks(workload: WorkloadVerdict) -> Iterator[tuple[int, Text]]:
             yield 4, Text(", ".join(mover_cells(mover)))
         if attribution.omitted:
             yield 4, Text(f"{attribution.omitted} smaller movers not listed")
-
-
-def _changes(workload: WorkloadVerdict) -> list[tuple[str, int, int]]:
-    return [(c.counter, c.base, c.head) for c in workload.work_changes]
 
 
 def _grouped(workload: WorkloadVerdict) -> list[MetricComparison]:

@@ -7,7 +7,9 @@ Renderers only format; nothing here decides.
 
 from __future__ import annotations
 
-from perfgate.documents.verdict import Mover
+from collections.abc import Sequence
+
+from perfgate.documents.verdict import Mover, WorkChange
 
 
 def format_seconds(value: float) -> str:
@@ -157,9 +159,9 @@ def work_change_text(counter: str, base: int, head: int) -> str:
     return f"{label} {before} → {after} ({change})"
 
 
-def work_summary(changes: list[tuple[str, int, int]], limit: int = 4) -> str:
+def work_summary(changes: Sequence[WorkChange], limit: int = 4) -> str:
     """The first ``limit`` changed counters in one line, and how many more there are."""
-    shown = "; ".join(work_change_text(*change) for change in changes[:limit])
+    shown = "; ".join(work_change_text(c.counter, c.base, c.head) for c in changes[:limit])
     more = len(changes) - limit
     return shown + (f"; {more} more" if more > 0 else "")
 
