@@ -9,7 +9,9 @@ Two more modes serve the advisor's step of the script: ``--knobs WORKLOAD…`` p
 the rules the planted defects should draw. ``--sequential WORKLOAD SLOWDOWN ROUNDS`` runs the
 sequential interleaved A/B of the plain workload against its canary on CUDA (the PR verdict's
 path, without git) and prints the verdict, the rounds it took and each repeat's start-up
-phases (fork server or spawn, CUDA context, set-up, warm-up).
+phases (fork server or spawn, CUDA context, set-up, warm-up). ``--attribution WORKLOAD KNOB
+[DEVICE]`` profiles the workload without and with the knob in alternated windows (compare's
+attribution path) and prints what moved; on CUDA the movers must name GPU kernels.
 """
 
 from __future__ import annotations
@@ -233,6 +235,49 @@ def sequential_canary(
     return lines
 
 
+def attribution_check(workload: str, knob: str, device: str = "cuda") -> list[str]:
+    """Attribution on ``device``: ``workload`` as it is (base) against it with ``knob`` (head),
+    profiled in alternated windows by the profiling worker compare uses, diffed per operator
+    and kernel (``perfgate.trace.attribution``)."""
+    import tempfile
+
+    from perfgate.advise.evidence import DEFAULT_PROFILE_STEPS, profile_workloads
+    from perfgate.config import load_config
+    from perfgate.report.formatting import mover_cells
+    from perfgate.runner.plan import Selection
+    from perfgate.trace.attribution import attribute
+    from perfgate.trace.loader import load_trace
+    from perfgate.trace.timeline import Timeline, build_timeline
+
+    config = load_config()
+    selections = (Selection(workloads=[workload]), Selection(workloads=[workload], knobs=[knob]))
+    sides: tuple[list[Timeline], list[Timeline]] = ([], [])
+    lines: list[str] = []
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="gpu-check-attribution-") as scratch:
+        for window in range(2):
+            for index, selection in enumerate(selections):
+                (profiled,) = profile_workloads(
+                    config, selection, device=device, steps=DEFAULT_PROFILE_STEPS,
+                    trace_dir=Path(scratch) / f"{index}-{window}",
+                )  # fmt: skip
+                if profiled.status != "ok" or profiled.trace_path is None:
+                    return [f"FAIL profiling window {window} side {index}: {profiled.error}"]
+                sides[index].append(build_timeline(load_trace(profiled.trace_path)))
+    attribution = attribute(*sides)
+    lines.append(
+        f"attribution on {device}, {workload} against {workload} --knob {knob}: profiled step "
+        f"{attribution.base_step_ms:.2f} ms → {attribution.head_step_ms:.2f} ms, "
+        f"{len(attribution.movers)} movers, {time.monotonic() - started:.0f} s"
+    )
+    lines.extend(f"  {m.side}: {' · '.join(mover_cells(m))}" for m in attribution.movers)
+    if not attribution.movers:
+        lines.append("FAIL nothing moved although the knob changes the step")
+    if device == "cuda" and not any(m.side == "kernel" for m in attribution.movers):
+        lines.append("FAIL no GPU kernel among the movers on CUDA")
+    return lines
+
+
 def _largest_first(item: tuple[str, float]) -> float:
     return -item[1]
 
@@ -243,6 +288,10 @@ def main(paths: list[str]) -> int:
         return 0
     if paths[:1] == ["--sequential"]:
         lines = sequential_canary(paths[1], float(paths[2]), int(paths[3]), *paths[4:5])
+        print("\n".join(lines))
+        return 1 if any(line.startswith("FAIL") for line in lines) else 0
+    if paths[:1] == ["--attribution"]:
+        lines = attribution_check(paths[1], paths[2], *paths[3:4])
         print("\n".join(lines))
         return 1 if any(line.startswith("FAIL") for line in lines) else 0
     if paths[:1] == ["--advice"]:

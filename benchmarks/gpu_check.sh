@@ -7,7 +7,8 @@
 #   --verify of the bf16-autocast advice by an interleaved A/B re-run · the ddp workload under
 #   torchrun with NCCL (one rank per GPU; on a single GPU one rank, and it says so) ·
 #   doctor --peak (measured matmul and bandwidth ceilings) · perfgate diagnose · the sequential
-#   interleaved A/B of a +5 % canary (the PR verdict's path) · fork-server start-up on CUDA.
+#   interleaved A/B of a +5 % canary (the PR verdict's path) · attribution (kernels that moved
+#   between two variants) · the work counters of every step · fork-server start-up on CUDA.
 # Prepare here: bash benchmarks/gpu_wheels.sh; then through the device tool:
 #   run(command="set -o pipefail; bash benchmarks/gpu_check.sh 2>&1 | tee $OUT/gpu_check.log",
 #       carry=[".whl"], timeout_s=540)
@@ -78,6 +79,8 @@ echo "== the PR verdict's path on CUDA: sequential interleaved A/B of mlp agains
 # Also prints each repeat's start-up phases on CUDA (fork server: CUDA is first touched in the
 # forked child; spawned: the whole interpreter and import torch again).
 timeout 150 python3 benchmarks/gpu_check.py --sequential mlp@full 0.05 12 || status=1
+echo "== attribution on CUDA: mlp against mlp in bf16, alternated profiled windows, kernels named"
+timeout 120 python3 benchmarks/gpu_check.py --attribution mlp@full precision=bf16 || status=1
 echo "== start-up per repeat on CUDA, fork server against spawn, interleaved"
 timeout 120 python3 benchmarks/startup.py --device cuda --runs 2 --repeats 3 || status=1
 

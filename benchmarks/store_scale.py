@@ -113,7 +113,7 @@ def main() -> None:
 
     engine = make_engine(url, scratch)
     started = time.perf_counter()
-    outcomes = refresh_baselines(engine, "main")
+    outcomes = refresh_baselines(engine, "main").keys
     refresh_s = time.perf_counter() - started
     actions = ", ".join(
         f"{o.workload}: {o.action} ({len(o.change_points)} change points)" for o in outcomes

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from perfgate.config import load_config
 from perfgate.diagnose.session import diagnose_runs
+from perfgate.documents.bisect import BISECT
 from perfgate.documents.history import DEFAULT_HISTORY_RUNS, WorkloadHistory
 from perfgate.documents.result import load_result
 from perfgate.documents.verdict import VERDICT
@@ -41,6 +42,8 @@ class ReportRequest:
     """The history's branch; None: the run's."""
     config: Path | None = None
     """The configuration file; None: the nearest perfgate.toml or pyproject.toml upwards."""
+    bisect: Path | None = None
+    """A bisect document (``perfgate bisect --json``, or a night's ``bisect-steps``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +61,7 @@ def report_session(request: ReportRequest) -> ReportOutcome:
     settings = load_config(request.config)
     heads = [load_result(path) for path in request.results]
     verdict = VERDICT.load(request.verdict, "verdict file") if request.verdict else None
+    bisect = BISECT.load(request.bisect, "bisect file") if request.bisect else None
     histories: dict[str, WorkloadHistory] = {}
     note = "History not drawn (--no-history)."
     if request.history:
@@ -68,7 +72,7 @@ def report_session(request: ReportRequest) -> ReportOutcome:
     beside = [found for path in request.results if (found := advice_beside(path)) is not None]
     advice_paths = [*request.advice, *beside]
     advised = read_advice(advice_paths)
-    verdicts = [request.verdict] if request.verdict else []
+    verdicts = [p for p in (request.verdict, request.bisect) if p is not None]
     written = write_report(
         out,
         heads,
@@ -79,5 +83,6 @@ def report_session(request: ReportRequest) -> ReportOutcome:
         history_note=note,
         generated_at=utc_now(),
         inputs=[str(p) for p in (*request.results, *verdicts, *advice_paths)],
+        bisect=bisect,
     )
     return ReportOutcome(path=written, note=note)

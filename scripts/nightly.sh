@@ -4,16 +4,21 @@
 #
 #   1. perfgate merge            the shard documents into one run
 #   2. perfgate ingest           store it (the database URL comes from PERFGATE_DATABASE_URL)
-#   3. baseline refresh          move each baseline only after a confirmed change point
+#   3. baseline refresh          move each baseline only after a confirmed change point; the
+#                                refresh document lists the change points first seen tonight
 #   4. the canary                the gate must catch a planted slowdown: an interleaved A/B of
 #                                HEAD against itself with the head slowed by PERFGATE_CANARY;
 #                                anything but "regression" fails the job loudly
-#   5. baseline export           baselines/ snapshots, for scripts/propose-baselines.sh
+#   5. bisect-steps              every new slowdown's commit range bisected; the culprits go
+#                                to the job summary, and with PERFGATE_BISECT_ISSUE=1 to one
+#                                GitHub issue (scripts/bisect-issue.sh)
+#   6. baseline export           baselines/ snapshots, for scripts/propose-baselines.sh
 #
 #   usage: nightly.sh SHARD.json...
 #   environment: PERFGATE_CMD (default perfgate), PERFGATE_BRANCH (main), PERFGATE_OUT
 #   (perfgate-nightly), PERFGATE_CANARY (10%), PERFGATE_CANARY_SUITE (the config's suite),
-#   PERFGATE_DEVICE (auto), PERFGATE_CONFIG
+#   PERFGATE_DEVICE (auto), PERFGATE_CONFIG, PERFGATE_BISECT_MAX (3 ranges a night),
+#   PERFGATE_BISECT_ISSUE (unset: no issue)
 set -euo pipefail
 read -r -a perfgate <<< "${PERFGATE_CMD:-perfgate}"
 branch="${PERFGATE_BRANCH:-main}"
@@ -28,7 +33,7 @@ mkdir -p "$out"
 
 "${perfgate[@]}" merge "$@" --out "$out/nightly.json"
 "${perfgate[@]}" ingest "$out/nightly.json" "${config[@]}"
-"${perfgate[@]}" baseline refresh --branch "$branch" "${config[@]}"
+"${perfgate[@]}" baseline refresh --branch "$branch" --json "$out/refresh.json" "${config[@]}"
 
 set +e
 "${perfgate[@]}" compare --ab HEAD HEAD --inject-slowdown "$canary" "${canary_suite[@]}" \
@@ -41,6 +46,14 @@ if [ "$caught" -ne 1 ]; then
   exit 1
 fi
 echo "nightly: the canary ($canary slower) was caught"
+
+"${perfgate[@]}" bisect-steps "$out/refresh.json" --out-dir "$out/bisect" \
+  --summary "$out/bisect.md" --max-steps "${PERFGATE_BISECT_MAX:-3}" \
+  --device "${PERFGATE_DEVICE:-auto}" "${config[@]}"
+if [ "${PERFGATE_BISECT_ISSUE:-}" = 1 ] && grep -q '^## perfgate nightly: training got slower' \
+  "$out/bisect.md"; then
+  bash "$(dirname "$0")/bisect-issue.sh" "$out/bisect.md"
+fi
 
 # --allow-empty: the first nights have too few runs for a baseline; that is not a failure here.
 "${perfgate[@]}" baseline export --branch "$branch" --allow-empty "${config[@]}"

@@ -30,6 +30,7 @@ from perfgate.documents.ceilings import (
     RateSamples,
 )
 from perfgate.documents.diagnosis import Diagnosis, DiagnosisReport, WorkloadDiagnosis
+from perfgate.documents.refresh import KeyRefresh, RefreshReport, RefreshStep
 from perfgate.documents.result import (
     FlopCount,
     RankResult,
@@ -744,4 +745,37 @@ def bisect_report() -> BisectReport:
             effect,
         ],
         notes=["a note"],
+    )
+
+
+def refresh_report() -> RefreshReport:
+    """A refresh that moved one baseline after a new step and left another key short."""
+    step = RefreshStep(
+        index=5, metric="step_time_s", median_before=0.02, median_after=0.025,
+        run_before="run-4", run_after="run-5", commit_before="a" * 40, commit_after="b" * 40,
+        new=True,
+    )  # fmt: skip
+    return RefreshReport(
+        branch="main",
+        refreshed_at="2026-12-07T03:40:00+00:00",
+        keys=[
+            KeyRefresh(
+                key="c" * 64,
+                workload="gpt",
+                suite="nightly",
+                action="moved",
+                reason="change point: step time +25.0% from commit aaaa to bbbb",
+                runs_in_history=10,
+                baseline_id=7,
+                change_points=[replace(step, index=2, new=False, commit_before=None), step],
+            ),
+            KeyRefresh(
+                key="d" * 64,
+                workload="mlp",
+                suite=None,
+                action="insufficient",
+                reason="2 stable runs, 3 needed",
+                runs_in_history=2,
+            ),
+        ],
     )

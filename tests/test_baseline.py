@@ -13,6 +13,7 @@ from sqlmodel import Session, col, select
 
 from perfgate.baseline.export import export_baselines
 from perfgate.baseline.refresh import RefreshPolicy, refresh_baselines
+from perfgate.documents.refresh import REFRESH
 from perfgate.documents.result import (
     RepeatResult,
     RunResult,
@@ -94,9 +95,17 @@ KEY = baseline_key("smoke", "d" * 64, {"precision": "off"}, fingerprint_key(ENVI
 def test_step_is_found_and_the_baseline_moves_after_it(database_url: str, tmp_path: Path) -> None:
     url = history(database_url, noisy(0.100, 30, 1) + noisy(0.112, 10, 2), tmp_path)
     engine = make_engine(url, tmp_path)
-    (outcome,) = refresh_baselines(engine, "main")
+    report = refresh_baselines(engine, "main")
+    (outcome,) = report.keys
     assert outcome.key == KEY and outcome.action == "created"
     assert [c.index for c in outcome.change_points] == [30]
+    # The step is new tonight, a slowdown, with the commits around it: the range to bisect.
+    ((key, new),) = report.new_slowdowns()
+    assert key is outcome and new.new and (new.commit_before, new.commit_after) == ("c029", "c030")
+    assert new.relative_change == pytest.approx(0.12, abs=0.03)
+    # The next refresh still sees the step, but it was explained last night.
+    again = refresh_baselines(engine, "main")
+    assert [c.new for c in again.keys[0].change_points] == [False] and again.new_slowdowns() == []
     with Session(engine) as session:
         (baseline,) = session.exec(select(BaselineRow)).all()
         (step,) = session.exec(select(ChangePointRow)).all()
@@ -114,21 +123,21 @@ def test_refresh_is_stable_and_a_spike_never_moves_a_baseline(
     values = noisy(0.100, 20, 3)
     url = history(database_url, values, tmp_path)
     engine = make_engine(url, tmp_path)
-    (first,) = refresh_baselines(engine, "main")
-    (again,) = refresh_baselines(engine, "main")
+    (first,) = refresh_baselines(engine, "main").keys
+    (again,) = refresh_baselines(engine, "main").keys
     assert (first.action, again.action) == ("created", "unchanged")
 
     store_run(url, nightly_run(20, 0.300), tmp_path)  # one 3x stall
     for offset in range(1, 6):
         store_run(url, nightly_run(20 + offset, noisy(0.100, 1, 10 + offset)[0]), tmp_path)
-    (after_spike,) = refresh_baselines(engine, "main")
+    (after_spike,) = refresh_baselines(engine, "main").keys
     assert after_spike.change_points == []
     assert after_spike.action == "unchanged"
 
 
 def test_first_baseline_needs_enough_runs(database_url: str, tmp_path: Path) -> None:
     url = history(database_url, [0.1, 0.1], tmp_path)
-    (outcome,) = refresh_baselines(make_engine(url, tmp_path), "main")
+    (outcome,) = refresh_baselines(make_engine(url, tmp_path), "main").keys
     assert outcome.action == "insufficient" and "3 needed" in outcome.reason
 
 
@@ -138,7 +147,7 @@ def test_moved_baseline_retires_the_old_one(database_url: str, tmp_path: Path) -
     refresh_baselines(engine, "main", RefreshPolicy(window=10))
     for offset, value in enumerate(noisy(0.125, 12, 5)):
         store_run(url, nightly_run(12 + offset, value), tmp_path)
-    (outcome,) = refresh_baselines(engine, "main", RefreshPolicy(window=10))
+    (outcome,) = refresh_baselines(engine, "main", RefreshPolicy(window=10)).keys
     assert outcome.action == "moved" and "change point" in outcome.reason
     with Session(engine) as session:
         rows = session.exec(select(BaselineRow).order_by(col(BaselineRow.id))).all()
@@ -178,9 +187,13 @@ def test_baseline_commands_through_the_cli(tmp_path: Path, perfgate_cli: CliRun)
     (tmp_path / "perfgate.toml").write_text(f'database_url = "{url}"\n')
     history(url, noisy(0.100, 20, 7) + noisy(0.120, 12, 8), tmp_path)
 
-    refreshed = perfgate_cli("baseline", "refresh", "--branch", "main", cwd=tmp_path)
+    refreshed = perfgate_cli(
+        "baseline", "refresh", "--branch", "main", "--json", "refresh.json", cwd=tmp_path
+    )
     assert refreshed.returncode == 0, refreshed.stderr
     assert "created" in refreshed.stdout and "@20 +" in refreshed.stdout
+    report = REFRESH.load(tmp_path / "refresh.json")
+    assert [(s.index, s.new) for s in report.keys[0].change_points] == [(20, True)]
 
     shown = perfgate_cli("baseline", "show", "--all", cwd=tmp_path)
     assert shown.returncode == 0 and "mlp" in shown.stdout and "live" in shown.stdout

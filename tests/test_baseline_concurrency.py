@@ -116,7 +116,7 @@ def prepare_history(url: str, root: Path) -> None:
     store_runs(url, [(nightly_run(i), None) for i in range(BEFORE)], root)
     engine = make_engine(url, root)
     try:
-        assert {o.action for o in refresh_baselines(engine, "main")} == {"created"}
+        assert {o.action for o in refresh_baselines(engine, "main").keys} == {"created"}
     finally:
         engine.dispose()
     store_runs(url, [(nightly_run(i), None) for i in range(BEFORE, BEFORE + AFTER)], root)
@@ -163,7 +163,7 @@ def serve_refreshes(commands: Queue, start: Barrier, done: Queue) -> None:
         try:
             engine = make_engine(url, Path(root))
             start.wait(timeout=120)
-            outcomes = refresh_baselines(engine, "main")
+            outcomes = refresh_baselines(engine, "main").keys
             engine.dispose()
             done.put([(o.workload, o.action) for o in outcomes])
         except BaseException:
@@ -322,7 +322,7 @@ class RefreshThread(threading.Thread):
     def run(self) -> None:
         engine = make_engine(self.url, self.root)
         try:
-            self.actions = [(o.workload, o.action) for o in refresh_baselines(engine, "main")]
+            self.actions = [(o.workload, o.action) for o in refresh_baselines(engine, "main").keys]
         except BaseException as exc:  # reported by the test, not lost in the thread
             self.error = exc
         finally:

@@ -10,8 +10,10 @@ must name the culprit with its effect and the exact work it changed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,8 @@ from scratch_repo import VIRTUAL, commit_edit, committed_project, git
 
 from perfgate.bisect.search import bisect_range
 from perfgate.documents.bisect import BISECT, ProbeState
+from perfgate.documents.refresh import REFRESH
+from perfgate.documents.result import load_result, write_result
 from perfgate.errors import ExitCode
 from perfgate.report.bisect_text import bisect_lines
 
@@ -116,7 +120,7 @@ def test_bisect_names_the_commit_that_added_a_host_sync(
     completed = perfgate_cli(
         "bisect", commits[0], "HEAD", "--steps", "4", "--warmup", "1", "--device", "cpu",
         "--rounds", "10", "--ab-out", str(repo / "ab"), "--json", str(out),
-        cwd=repo, env=VIRTUAL,
+        "--markdown", str(repo / "bisect.md"), cwd=repo, env=VIRTUAL,
     )  # fmt: skip
     assert completed.returncode == ExitCode.OK, completed.stdout + completed.stderr
     report = BISECT.load(out, "bisect")
@@ -133,6 +137,8 @@ def test_bisect_names_the_commit_that_added_a_host_sync(
     assert f"culprit: {commits[CULPRIT][:12]} commit {CULPRIT}" in lines
     assert bisect_lines(report)[1] == f"culprit: {commits[CULPRIT][:12]} commit {CULPRIT}"
     assert json.loads(out.read_text())["schema"] == "perfgate.bisect"
+    markdown = (repo / "bisect.md").read_text()
+    assert f"**Culprit: `{commits[CULPRIT][:12]}`** commit {CULPRIT}" in markdown
 
 
 @pytest.mark.slow
@@ -145,3 +151,97 @@ def test_a_range_that_is_not_a_line_is_a_usage_error(
     assert "is not an ancestor of" in backwards.stderr and "Traceback" not in backwards.stderr
     unknown = perfgate_cli("bisect", "no-such-ref", "HEAD", cwd=repo, env=VIRTUAL)
     assert unknown.returncode == ExitCode.USAGE and "names no commit" in unknown.stderr
+
+
+@pytest.fixture
+def library_history(tmp_path: Path) -> tuple[Path, list[str]]:
+    """Eight commits of the A/B scratch project whose step calls into a module of the user's
+    own library (``hooks.py``); commit 5 makes that call a host sync.
+
+    The workload's own file never changes, so every commit's runs share one baseline key (a
+    change to the workload's file is a new definition, and starts a new history)."""
+    repo = committed_project(tmp_path / "repo", message="commit 0")
+    (repo / "hooks.py").write_text(
+        '"""The library code the training step calls after the optimizer."""\n\n'
+        "import time\n\n\ndef after_step(loss):\n    return None\n"
+    )
+    (repo / "NOTES.md").write_text("notes\n")
+    source = repo / "costly.py"
+    text = source.read_text().replace("import torch\n", "import hooks\nimport torch\n", 1)
+    source.write_text(
+        text.replace(
+            "        optimizer.step()\n",
+            "        optimizer.step()\n        hooks.after_step(loss)\n",
+        )
+    )
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "--amend", "--no-edit")
+    commits = [git(repo, "rev-parse", "HEAD")]
+    for index in range(1, 8):
+        if index == CULPRIT:
+            commits.append(
+                commit_edit(
+                    repo,
+                    "    return None\n",
+                    "    time.sleep(0.004)  # the device time the sync waits for\n"
+                    "    loss.item()  # a host sync per step\n",
+                    f"commit {index}",
+                    "hooks.py",
+                )
+            )
+        else:
+            commits.append(
+                commit_edit(repo, "notes", f"notes {index}", f"commit {index}", "NOTES.md")
+            )
+    return repo, commits
+
+
+@pytest.mark.slow
+def test_the_nightly_bisects_the_step_its_refresh_found(
+    library_history: tuple[Path, list[str]], perfgate_cli: CliRun
+) -> None:
+    """Eight nights stored at commit 0 and eight at commit 7 (tonight's): ``baseline refresh``
+    finds the step and writes it down with its commits, ``bisect-steps`` searches 0..7 and
+    names commit 5, and the night's summary says so. (Eight a side: the refresh's rank test
+    cannot reach p < 0.001 with fewer than seven runs on each side of a step.)"""
+    repo, commits = library_history
+    quick = ["--steps", "4", "--warmup", "1", "--repeats", "3", "--device", "cpu", "--no-store"]
+    measured = {}
+    for night, commit in (("before", commits[0]), ("after", commits[-1])):
+        git(repo, "checkout", "--quiet", "-B", "main", commit)
+        out = repo / f"{night}.json"
+        done = perfgate_cli("run", *quick, "--out", str(out), cwd=repo, env=VIRTUAL)
+        assert done.returncode == ExitCode.OK, done.stdout + done.stderr
+        measured[night] = load_result(out)
+    nights = []
+    for index in range(16):  # the history: the same measurements under sixteen nights' names
+        stored = dataclasses.replace(
+            measured["before" if index < 8 else "after"],
+            run_id=str(uuid.UUID(int=index + 1)),
+            started_at=f"2026-11-{index + 10}T03:17:00+00:00",
+            finished_at=f"2026-11-{index + 10}T03:47:00+00:00",
+        )
+        nights.append(repo / f"night-{index}.json")
+        write_result(nights[-1], stored)
+    ingested = perfgate_cli("ingest", *map(str, nights), cwd=repo)
+    assert ingested.returncode == ExitCode.OK, ingested.stderr
+    refreshed = perfgate_cli(
+        "baseline", "refresh", "--branch", "main", "--json", str(repo / "refresh.json"), cwd=repo
+    )
+    assert refreshed.returncode == ExitCode.OK, refreshed.stdout + refreshed.stderr
+    ((_, step),) = REFRESH.load(repo / "refresh.json").new_slowdowns()
+    assert (step.commit_before, step.commit_after) == (commits[0], commits[-1])
+    summary = repo / "bisect.md"
+    completed = perfgate_cli(
+        "bisect-steps", str(repo / "refresh.json"), "--out-dir", str(repo / "bisect"),
+        "--summary", str(summary), "--steps", "4", "--warmup", "1", "--device", "cpu",
+        "--rounds", "10", cwd=repo, env=VIRTUAL,
+    )  # fmt: skip
+    assert completed.returncode == ExitCode.OK, completed.stdout + completed.stderr
+    (document,) = (repo / "bisect").glob("*.json")
+    report = BISECT.load(document)
+    assert report.conclusion == "found" and report.first_bad == commits[CULPRIT]
+    text = summary.read_text()
+    assert text.startswith("## perfgate nightly: training got slower on main")
+    assert f"**Culprit: `{commits[CULPRIT][:12]}`** commit {CULPRIT}" in text
+    assert "| host syncs |" in text

@@ -278,6 +278,8 @@ FOLDER_AS_INPUT: dict[str, tuple[str, ...]] = {
     "report": ("report", "{dir}", "--no-history"),
     "report verdict": ("report", "good.json", "--verdict", "{dir}", "--no-history"),
     "report advice": ("report", "good.json", "--advice", "{dir}", "--no-history"),
+    "report bisect": ("report", "good.json", "--bisect", "{dir}", "--no-history"),
+    "bisect-steps": ("bisect-steps", "{dir}"),
     "run config": ("run", "-w", "mlp", "--config", "{dir}"),
     "calibrate config": ("calibrate", "-w", "mlp", "--config", "{dir}"),
     "advise config": ("advise", "-w", "mlp", "--config", "{dir}"),
@@ -325,6 +327,10 @@ OUTPUTS: dict[str, tuple[str, ...]] = {
     "calibrate --json": ("calibrate", "-w", "mlp", "--no-store", "--json", "{out}"),
     "advise --json": ("advise", "-w", "mlp", "--device", "cpu", "--json", "{out}"),
     "doctor --peak --json": ("doctor", "--peak", "--device", "cpu", "--json", "{out}"),
+    "baseline refresh --json": ("baseline", "refresh", "--branch", "main", "--json", "{out}"),
+    "bisect --json": ("bisect", "HEAD~1", "HEAD", "--json", "{out}"),
+    "bisect --markdown": ("bisect", "HEAD~1", "HEAD", "--markdown", "{out}"),
+    "bisect-steps --summary": ("bisect-steps", "good.json", "--summary", "{out}"),
 }
 """Every option that names a file to write; each must fail before measuring anything."""
 

@@ -22,6 +22,7 @@ from perfgate.documents.calibration import CALIBRATION
 from perfgate.documents.ceilings import CEILINGS, CEILINGS_STORE
 from perfgate.documents.diagnosis import DIAGNOSIS
 from perfgate.documents.kinds import KINDS
+from perfgate.documents.refresh import REFRESH
 from perfgate.documents.result import RESULT
 from perfgate.documents.snapshot import SNAPSHOT
 from perfgate.documents.verdict import ERROR, VERDICT
@@ -41,6 +42,7 @@ MAXIMAL: dict[str, Callable[[], Any]] = {
     WORKER_SPEC.name: factories.worker_spec,
     WORKER_REPORT.name: factories.worker_report,
     BISECT.name: factories.bisect_report,
+    REFRESH.name: factories.refresh_report,
 }
 """A maximal document of every format (every optional field set)."""
 

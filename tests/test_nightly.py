@@ -124,3 +124,48 @@ def test_the_nightly_job_on_real_shards(tmp_path: Path) -> None:
     assert slowed == {"base": None, "head": 0.25}
     snapshots = sorted((repo / "baselines").rglob("*.json"))
     assert len(snapshots) == 2  # one live baseline per workload, three nights each
+
+
+@pytest.mark.parametrize("opted_in", [True, False])
+def test_a_caught_canary_goes_on_to_bisect_and_the_issue_is_opt_in(
+    tmp_path: Path, opted_in: bool
+) -> None:
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "bin" / "perfgate"
+    fake.parent.mkdir()
+    # compare exits 1 (the canary caught); bisect-steps writes a summary with one culprit.
+    fake.write_text(
+        f'#!/usr/bin/env bash\necho "$*" >> {log}\n'
+        '[ "$1" = compare ] && exit 1\n'
+        'if [ "$1" = bisect-steps ]; then\n'
+        '  while [ "$#" -gt 0 ]; do [ "$1" = --summary ] && summary="$2"; shift; done\n'
+        '  printf "## perfgate nightly: training got slower on main\\n" > "$summary"\n'
+        "fi\nexit 0\n"
+    )
+    fake.chmod(0o755)
+    gh = tmp_path / "bin" / "gh"
+    gh.write_text(f'#!/usr/bin/env bash\necho "gh $1 $2 $3" >> {log}\n')
+    gh.chmod(0o755)
+    extra = {"PERFGATE_BISECT_ISSUE": "1", "GITHUB_REPOSITORY": "team/model"} if opted_in else {}
+    completed = subprocess.run(
+        ["bash", str(NIGHTLY), "shard-1.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=environment(
+            PERFGATE_CMD=str(fake),
+            PATH=f"{fake.parent}:{os.environ['PATH']}",
+            PERFGATE_BISECT_MAX="2",
+            **extra,
+        ),
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    calls = log.read_text().splitlines()
+    assert [c.split()[0] for c in calls if not c.startswith("gh ")] == [
+        "merge", "ingest", "baseline", "compare", "bisect-steps", "baseline",
+    ]  # fmt: skip
+    (bisect,) = [c for c in calls if c.startswith("bisect-steps")]
+    assert bisect.startswith("bisect-steps perfgate-nightly/refresh.json --out-dir")
+    assert "--max-steps 2" in bisect and "--summary perfgate-nightly/bisect.md" in bisect
+    issue_calls = [c for c in calls if c.startswith("gh api")]
+    assert bool(issue_calls) == opted_in  # without PERFGATE_BISECT_ISSUE=1 no gh call at all

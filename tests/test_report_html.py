@@ -19,7 +19,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import factories
 import pytest
+from cli_in_process import invoke
 from fixture_types import CliRun
 
 from perfgate.baseline.refresh import refresh_baselines
@@ -27,6 +29,7 @@ from perfgate.compare.baseline_source import from_result
 from perfgate.compare.gate import compare_runs
 from perfgate.diagnose.session import diagnose_runs
 from perfgate.documents.advice import ADVICE, AdviceReport, WorkloadAdvice
+from perfgate.documents.bisect import BISECT
 from perfgate.documents.history import WorkloadHistory
 from perfgate.documents.result import RunResult, SourceInfo, load_result, write_result
 from perfgate.documents.verdict import VERDICT, verdict_document
@@ -491,3 +494,30 @@ def test_charts_drawn_in_worker_processes_give_the_same_bytes(
     serial = render_html(page, workers=1)
     assert render_html(page, workers=2) == serial
     assert "<!--perfgate-chart-" not in serial
+
+
+def test_a_bisection_gets_its_section_with_the_culprit_escaped(tmp_path: Path) -> None:
+    """``perfgate report --bisect``: the culprit, its effect, the work it changed, what moved
+    and every probe; its commit subject (someone else's text) stays text."""
+    bisect = factories.bisect_report()
+    html = render([h200_run()], bisect=bisect)
+    page = assert_self_contained_and_inert(html)
+    assert page.by_id("bisect")
+    text = page.joined()
+    assert "Culprit: 444444444444 Copy the inputs `contiguous` <b>" in text
+    section = html.split('id="bisect"')[1].split("</section>")[0]
+    assert "&lt;b&gt;" in section and "<b>" not in section
+    assert "gpt step time +25.0 % (+20.0 … +31.0 %), 14 rounds, 42 s" in text
+    assert "Probes: 4 probes, 58 A/B rounds, 163 s" in text
+    assert 'class="moved"' in section and "aten::copy_ (slower)" in text and "+1, new" in text
+    # Through the command: the document is read through its model, a wrong one refused.
+    head_path, bisect_path = tmp_path / "head.json", tmp_path / "bisect.json"
+    write_result(head_path, h200_run())
+    bisect_path.write_text(json.dumps(BISECT.dump(bisect)))
+    out = tmp_path / "report.html"
+    ended = invoke("report", str(head_path), "--no-history", "--bisect", str(bisect_path),
+                   "-o", str(out))  # fmt: skip
+    assert ended.code == 0, ended.stderr
+    assert 'id="bisect"' in out.read_text(encoding="utf-8")
+    wrong = invoke("report", str(head_path), "--no-history", "--bisect", str(head_path))
+    assert wrong.code == 2 and "is not a perfgate.bisect document" in wrong.stderr

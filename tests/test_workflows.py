@@ -130,7 +130,14 @@ def test_nightly_proposes_baselines_and_never_pushes_main() -> None:
     nightly = load(ROOT / ".github" / "workflows" / "nightly.yml")
     assert triggers(nightly) >= {"schedule", "workflow_dispatch"}
     refresh = nightly["jobs"]["refresh"]
-    assert refresh["permissions"] == {"contents": "write", "pull-requests": "write"}
+    assert refresh["permissions"] == {
+        "contents": "write", "pull-requests": "write", "issues": "write",
+    }  # fmt: skip
+    nightly_step = next(s for s in refresh["steps"] if "nightly.sh" in str(s.get("run", "")))
+    assert nightly_step["env"]["PERFGATE_BISECT_ISSUE"] == "${{ vars.PERFGATE_BISECT_ISSUE }}"
+    script = (SCRIPTS / "nightly.sh").read_text()
+    assert '--json "$out/refresh.json"' in script and 'bisect-steps "$out/refresh.json"' in script
+    assert '[ "${PERFGATE_BISECT_ISSUE:-}" = 1 ]' in script  # the issue is opt-in
     script = (SCRIPTS / "propose-baselines.sh").read_text()
     assert 'branch="perfgate/baselines"' in script and "gh pr create" in script
     assert 'push --force origin "$branch"' in script

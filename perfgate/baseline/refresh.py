@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from perfgate.documents.refresh import KeyRefresh, RefreshAction, RefreshReport, RefreshStep
 from perfgate.stats.changepoints import ChangePoint, find_change_points, newest_stable_segment
 from perfgate.store.history import (
     HistoryPoint,
@@ -50,24 +51,9 @@ class RefreshPolicy:
     """Runs further than this many robust deviations (1.4826·MAD) from the median are dropped."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class KeyRefresh:
-    """What a refresh did for one key."""
-
-    key: str
-    workload: str
-    suite: str | None
-    action: str
-    """``created``, ``moved``, ``unchanged`` or ``insufficient``."""
-    reason: str
-    runs_in_history: int
-    baseline_id: int | None = None
-    change_points: list[ChangePoint] = field(default_factory=list)
-
-
 def refresh_baselines(
     engine: Engine, branch: str, policy: RefreshPolicy | None = None
-) -> list[KeyRefresh]:
+) -> RefreshReport:
     """Refresh every key with history on ``branch``; one transaction for the whole refresh.
 
     Refreshes of one branch run one after the other (``serialised``): a second refresh started
@@ -77,13 +63,14 @@ def refresh_baselines(
     """
     policy = policy or RefreshPolicy()
 
-    def refresh(session: Session) -> list[KeyRefresh]:
+    def refresh(session: Session) -> RefreshReport:
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         history = load_history(session, branch)
-        return [
+        keys = [
             _refresh_key(session, key, branch, points, policy, now)
             for key, points in sorted(history.items())
         ]
+        return RefreshReport(branch=branch, refreshed_at=now, keys=keys)
 
     return serialised(engine, f"baseline refresh of {branch}", refresh)
 
@@ -108,7 +95,7 @@ def _refresh_key(
         workload=first.workload if first else "?",
         suite=first.suite if first else None,
         runs_in_history=len(points),
-        change_points=change_points,
+        change_points=_steps(points, change_points, new_steps),
         action="insufficient",
         reason=f"{len(window)} stable runs, {policy.min_runs} needed",
     )
@@ -130,8 +117,34 @@ def _refresh_key(
         replacing=live,
         retired_at=now,
     )
-    action = "created" if live is None else "moved"
+    action: RefreshAction = "created" if live is None else "moved"
     return replace(outcome, action=action, reason=reason, baseline_id=baseline.id)
+
+
+def _steps(
+    points: Sequence[HistoryPoint],
+    change_points: Sequence[ChangePoint],
+    new_steps: Sequence[ChangePointRow],
+) -> list[RefreshStep]:
+    """The change points with the runs and commits on either side, new ones marked."""
+    new_after = {row.run_after for row in new_steps}
+    steps = []
+    for point in change_points:
+        before, after = points[point.index - 1], points[point.index]
+        steps.append(
+            RefreshStep(
+                index=point.index,
+                metric=GATED_METRIC,
+                median_before=point.median_before,
+                median_after=point.median_after,
+                run_before=before.run_id,
+                run_after=after.run_id,
+                commit_before=before.commit,
+                commit_after=after.commit,
+                new=after.run_id in new_after,
+            )
+        )
+    return steps
 
 
 def _window(segment: Sequence[HistoryPoint], policy: RefreshPolicy) -> list[HistoryPoint]:

@@ -9,27 +9,41 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from perfgate.baseline.export import export_baselines
-from perfgate.baseline.refresh import KeyRefresh, RefreshPolicy, refresh_baselines
+from perfgate.baseline.refresh import RefreshPolicy, refresh_baselines
 from perfgate.config import Config, load_config
+from perfgate.documents.refresh import REFRESH, RefreshReport
 from perfgate.errors import UsageError
+from perfgate.files import check_writable, write_json_atomic
 from perfgate.store.engine import make_engine
 from perfgate.store.history import list_baselines
 from perfgate.store.tables import BaselineRow
 
 
 def refresh_session(
-    config_path: Path | None, branch: str, *, window: int, min_segment: int, min_runs: int
-) -> list[KeyRefresh]:
+    config_path: Path | None,
+    branch: str,
+    *,
+    window: int,
+    min_segment: int,
+    min_runs: int,
+    json_out: Path | None = None,
+) -> RefreshReport:
     """Detect change points in the branch's history and move baselines after confirmed steps;
-    inconsistent limits are a usage error before the configuration is read."""
+    inconsistent limits are a usage error before the configuration is read. The report is
+    also written to ``json_out`` when given (the nightly job bisects its new steps)."""
     if window < 1 or min_runs < 1 or min_runs > window:
         raise UsageError(
             f"--window {window} / --min-runs {min_runs} are inconsistent",
             "use 1 <= --min-runs <= --window",
         )
+    if json_out is not None:
+        check_writable(json_out, "--json")  # before the database is touched
     settings = load_config(config_path)
     policy = RefreshPolicy(window=window, min_segment=min_segment, min_runs=min_runs)
-    return refresh_baselines(_engine(settings), branch, policy)
+    report = refresh_baselines(_engine(settings), branch, policy)
+    if json_out is not None:
+        write_json_atomic(json_out, REFRESH.dump(report), option="--json")
+    return report
 
 
 def stored_baselines(

@@ -17,7 +17,7 @@ import typer
 from perfgate import __version__
 from perfgate.cli.advise import advise_command
 from perfgate.cli.baseline import baseline_app
-from perfgate.cli.bisect import bisect_command
+from perfgate.cli.bisect import bisect_command, bisect_steps_command
 from perfgate.cli.calibrate import calibrate_command
 from perfgate.cli.compare import compare_command
 from perfgate.cli.console import GuardedGroup, errors, say
@@ -71,6 +71,7 @@ app.add_typer(baseline_app, name="baseline")
 app.add_typer(rules_app, name="rules")
 app.command("compare")(compare_command)
 app.command("bisect")(bisect_command)
+app.command("bisect-steps")(bisect_steps_command)
 app.command("gate")(gate_command)
 app.command("advise")(advise_command)
 app.command("diagnose")(diagnose_command)

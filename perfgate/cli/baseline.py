@@ -21,20 +21,28 @@ def refresh(
     window: int = typer.Option(10, help="at most this many runs per baseline"),
     min_segment: int = typer.Option(5, help="fewest runs on each side of a change point"),
     min_runs: int = typer.Option(3, help="fewest runs a baseline is built from"),
+    json_out: Path | None = typer.Option(
+        None, "--json", help="write the refresh document here (bisect-steps reads it)"
+    ),
     config: ConfigFile = None,
 ) -> None:
     """Detect change points in the branch's history and move baselines after confirmed steps."""
     from perfgate.baseline.session import refresh_session  # lazy: the database stack
 
-    outcomes = guarded(
+    report = guarded(
         lambda: refresh_session(
-            config, branch, window=window, min_segment=min_segment, min_runs=min_runs
+            config,
+            branch,
+            window=window,
+            min_segment=min_segment,
+            min_runs=min_runs,
+            json_out=json_out,
         )
     )
     table = PlainTable(title=f"baseline refresh · {branch}", title_justify="left")
     for header in ("workload", "suite", "key", "runs", "change points", "action", "why"):
         table.add_column(header)
-    for outcome in outcomes:
+    for outcome in report.keys:
         steps = ", ".join(f"@{c.index} {c.relative_change:+.1%}" for c in outcome.change_points)
         table.add_row(
             outcome.workload,
@@ -46,6 +54,8 @@ def refresh(
             outcome.reason,
         )
     console.print(table)
+    if json_out is not None:
+        say(f"refresh: {json_out}")
 
 
 @baseline_app.command("show")

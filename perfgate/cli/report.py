@@ -15,6 +15,9 @@ DEFAULT_REPORT = Path("perfgate-report.html")
 def report_command(
     results: list[Path] = typer.Argument(..., help="result documents (perfgate run --out)"),
     verdict: Path | None = typer.Option(None, help="a verdict document (perfgate compare --json)"),
+    bisect: Path | None = typer.Option(
+        None, help="a bisect document (perfgate bisect --json): which commit made it slower"
+    ),
     advice: list[Path] = typer.Option(
         [], help="advice documents (perfgate advise --json); <result>.advice.json is found alone"
     ),
@@ -33,6 +36,7 @@ def report_command(
     request = ReportRequest(
         results=results,
         verdict=verdict,
+        bisect=bisect,
         advice=advice,
         history=history,
         history_runs=history_runs,

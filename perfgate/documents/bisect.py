@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from perfgate.documents.base import DocumentKind
+from perfgate.documents.refresh import RefreshStep
 from perfgate.documents.verdict import Attribution, WorkChange
 
 ProbeState = Literal["regressed", "unchanged", "inconclusive"]
@@ -69,6 +70,20 @@ class BisectReport:
     def rounds(self) -> int:
         """Every A/B round the bisection measured."""
         return sum(probe.rounds for probe in self.probes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExplainedStep:
+    """A slowdown a baseline refresh found and what ``perfgate bisect-steps`` made of it."""
+
+    workload: str
+    suite: str | None
+    step: RefreshStep
+    bisect: BisectReport | None = None
+    """The bisection of the step's range; None when it was not searched (``skipped`` says why)."""
+    skipped: str | None = None
+    document: str | None = None
+    """Where the bisection's document was written."""
 
 
 BISECT: DocumentKind[BisectReport] = DocumentKind(

@@ -11,6 +11,7 @@ from perfgate.documents.bisect import BISECT
 from perfgate.documents.calibration import CALIBRATION
 from perfgate.documents.ceilings import CEILINGS, CEILINGS_STORE
 from perfgate.documents.diagnosis import DIAGNOSIS
+from perfgate.documents.refresh import REFRESH
 from perfgate.documents.result import RESULT
 from perfgate.documents.snapshot import SNAPSHOT
 from perfgate.documents.verdict import ERROR, VERDICT
@@ -29,4 +30,5 @@ KINDS: tuple[DocumentKind[Any], ...] = (
     WORKER_SPEC,
     WORKER_REPORT,
     BISECT,
+    REFRESH,
 )

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from perfgate.documents.advice import AdviceReport
+from perfgate.documents.bisect import BisectReport
 from perfgate.documents.diagnosis import Diagnosis
 from perfgate.documents.history import WorkloadHistory
 from perfgate.documents.result import RunResult
@@ -41,6 +42,7 @@ def write_report(
     history_note: str,
     generated_at: str,
     inputs: Sequence[str],
+    bisect: BisectReport | None = None,
 ) -> Path:
     """Build and render the page, and write it atomically to ``out``. ``diagnoses``: what
     bounds each workload, by name (``perfgate.diagnose.session.diagnose_runs``); ``inputs``:
@@ -54,6 +56,7 @@ def write_report(
         history_note=history_note,
         generated_at=generated_at,
         inputs=inputs,
+        bisect=bisect,
     )
     write_text_atomic(out, render_html(page), option="--out")
     return out

@@ -29,6 +29,7 @@ from perfgate.documents.advice import (
     in_measured_order,
     standing,
 )
+from perfgate.documents.bisect import BisectReport
 from perfgate.documents.diagnosis import Diagnosis
 from perfgate.documents.history import WorkloadHistory
 from perfgate.documents.result import RunResult, WorkloadResult
@@ -42,6 +43,7 @@ from perfgate.errors import last_line
 from perfgate.metrics import WORK_COUNTERS
 from perfgate.report import charts
 from perfgate.report.anchors import anchor
+from perfgate.report.bisect_text import SHORT, probe_effect
 from perfgate.report.chart_batch import ChartBatch
 from perfgate.report.formatting import (
     WORK_LABELS,
@@ -161,6 +163,26 @@ class WorkloadSection:
 
 
 @dataclass(frozen=True, kw_only=True)
+class BisectSection:
+    """A bisection as the page shows it (``perfgate report --bisect``)."""
+
+    headline: str
+    """``a1b2c3d4e5f6..0f9e8d7c6b5a · 7 commits · culprit found``."""
+    culprit: str | None = None
+    """The culprit's short id and subject, when one was found."""
+    effect: str | None = None
+    """The culprit against its parent: change, interval, rounds."""
+    narrowed: str | None = None
+    """Where a narrowed bisection placed the change."""
+    work_changes: list[tuple[str, str, str, str]] = field(default_factory=list)
+    moved: list[tuple[str, str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    probes: list[tuple[str, str, str, str]] = field(default_factory=list)
+    """Every probe: (base, head, state, effect)."""
+    cost: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Page:
     """The whole report."""
 
@@ -176,6 +198,7 @@ class Page:
     inputs: list[str]
     charts: ChartBatch = field(default_factory=ChartBatch)
     """The charts the page's placeholders stand for, drawn when the page is rendered."""
+    bisect: BisectSection | None = None
 
 
 def build_page(
@@ -189,10 +212,11 @@ def build_page(
     generated_at: str,
     inputs: Sequence[str] = (),
     title: str | None = None,
+    bisect: BisectReport | None = None,
 ) -> Page:
     """The page for head ``results`` (several documents: shards of one run), with an optional
     compare ``verdict`` document, ``advice``, what bounds each workload (``diagnoses``, by
-    name) and stored ``histories``."""
+    name), stored ``histories`` and a ``bisect`` of the commits that made it slower."""
     head = results[0]
     verdicts = {w.name: w for w in verdict.workloads} if verdict is not None else {}
     advised = {w.name: w for w in advice.workloads} if advice is not None else {}
@@ -224,6 +248,37 @@ def build_page(
         verdict_notes=list(verdict.notes) if verdict else [],
         inputs=list(inputs),
         charts=batch,
+        bisect=bisect_section(bisect) if bisect is not None else None,
+    )
+
+
+def bisect_section(report: BisectReport) -> BisectSection:
+    """The bisection's section: the conclusion, the culprit's effect and work, its movers,
+    then every probe."""
+    found = report.conclusion == "found" and report.first_bad is not None
+    culprit = None
+    if found and report.first_bad is not None:
+        culprit = " ".join(filter(None, [report.first_bad[:SHORT], report.culprit_subject]))
+    narrowed = None
+    if report.conclusion == "narrowed" and report.first_bad and report.last_good:
+        narrowed = (
+            f"The change is after {report.last_good[:SHORT]}, at or before "
+            f"{report.first_bad[:SHORT]}."
+        )
+    seconds = sum(p.seconds for p in report.probes)
+    return BisectSection(
+        headline=(
+            f"{report.good[:SHORT]}..{report.bad[:SHORT]} · {len(report.commits) - 1} commits · "
+            f"{report.conclusion.replace('_', ' ')}"
+        ),
+        culprit=culprit,
+        effect=probe_effect(report.effect) if found and report.effect is not None else None,
+        narrowed=narrowed,
+        work_changes=[work_change_parts(c.counter, c.base, c.head) for c in report.work_changes],
+        moved=[mover_cells(m) for m in report.attribution.movers] if report.attribution else [],
+        notes=list(report.notes),
+        probes=[(p.base[:SHORT], p.head[:SHORT], p.state, probe_effect(p)) for p in report.probes],
+        cost=f"{len(report.probes)} probes, {report.rounds} A/B rounds, {seconds:.0f} s",
     )
 
 
