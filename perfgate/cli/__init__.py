@@ -27,6 +27,7 @@ from perfgate.cli.doctor import doctor_command
 from perfgate.cli.export import export_command
 from perfgate.cli.gate import gate_command
 from perfgate.cli.merge import merge_command
+from perfgate.cli.monitor import monitor_command
 from perfgate.cli.report import report_command
 from perfgate.cli.rules import rules_app
 from perfgate.cli.run import run_command
@@ -78,6 +79,7 @@ app.command("diagnose")(diagnose_command)
 app.command("calibrate")(calibrate_command)
 app.command("report")(report_command)
 app.command("export")(export_command)
+app.command("monitor")(monitor_command)
 
 
 def main() -> None:

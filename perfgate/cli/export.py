@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from perfgate.cli.console import guarded, say
+from perfgate.errors import UsageError
 
 
 def export_command(
@@ -25,9 +26,41 @@ def export_command(
     out: Path | None = typer.Option(
         None, "--out", "-o", help="the file to write (atomically); standard output without it"
     ),
+    openmetrics: bool = typer.Option(
+        False,
+        "--openmetrics",
+        help="write the runs' Prometheus series as OpenMetrics text (with one verdict given, "
+        "its states and change ratios too)",
+    ),
+    push: str | None = typer.Option(
+        None,
+        help="with --openmetrics: also push each run to this Prometheus Pushgateway "
+        "(e.g. http://127.0.0.1:9091)",
+    ),
 ) -> None:
-    """Write runs or verdicts as CSV, Bencher Metric Format or github-action-benchmark JSON."""
+    """Write runs or verdicts as CSV, Bencher Metric Format, github-action-benchmark JSON or
+    OpenMetrics (and push them to a Pushgateway)."""
     from perfgate.files import write_text_atomic  # lazy: only to write the file
+
+    if push is not None and not openmetrics:
+
+        def refuse() -> None:
+            raise UsageError("--push needs --openmetrics", "add --openmetrics")
+
+        guarded(refuse)
+    if openmetrics:
+        from perfgate.monitoring.session import openmetrics_session  # lazy: prometheus-client
+
+        outcome = guarded(lambda: openmetrics_session(documents, push))
+        for grouping in outcome.pushed:
+            say(f"pushed to {push}: " + ", ".join(f"{k}={v}" for k, v in grouping.items()))
+        if out is None:
+            if not push:
+                sys.stdout.write(outcome.text)
+            return
+        guarded(lambda: write_text_atomic(out, outcome.text, option="--out"))
+        say(f"exported OpenMetrics: {out}")
+        return
     from perfgate.report.documents import read_runs_and_verdicts  # lazy: the document models
     from perfgate.report.exports import export_documents, parse_format  # lazy: as above
 

@@ -35,6 +35,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from perfgate.workloads.protocol import KnobValue, WorkloadContext
+from perfgate.workloads.step_feed import FeedWriter, feed_from_environment
 
 if TYPE_CHECKING:
     import torch
@@ -64,6 +65,8 @@ class StepDriver(Protocol):
 
 
 _driver: StepDriver | None = None
+_feed: FeedWriter | None = feed_from_environment()
+"""The step feed of ``perfgate monitor`` when it started this process (else None)."""
 
 
 def install_driver(driver: StepDriver | None) -> None:
@@ -112,6 +115,8 @@ class Session:
     def __post_init__(self) -> None:
         if _driver is not None:
             _driver.attach(self)
+        if _feed is not None:
+            _feed.describe(self.samples_per_step, self.tokens_per_step)
 
     @property
     def measuring(self) -> bool:
@@ -133,6 +138,8 @@ class Step:
         self.loss: Any = None
 
     def __enter__(self) -> Step:
+        if _feed is not None:
+            _feed.begin()
         if self._driver is not None:
             self._driver.begin_step()
         return self
@@ -143,5 +150,7 @@ class Step:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        if _feed is not None and kind is None:
+            _feed.end()
         if kind is None and self._driver is not None:
             self._driver.end_step(self.loss)
