@@ -12,6 +12,7 @@ path, without git) and prints the verdict, the rounds it took and each repeat's 
 phases (fork server or spawn, CUDA context, set-up, warm-up). ``--attribution WORKLOAD KNOB
 [DEVICE]`` profiles the workload without and with the knob in alternated windows (compare's
 attribution path) and prints what moved; on CUDA the movers must name GPU kernels.
+``--monitor`` runs ``perfgate monitor`` beside a CUDA training script and checks /metrics.
 """
 
 from __future__ import annotations
@@ -278,6 +279,68 @@ def attribution_check(workload: str, knob: str, device: str = "cuda") -> list[st
     return lines
 
 
+MONITORED_SCRIPT = """
+import sys, time
+import torch
+import perfgate
+width = 4096
+model = torch.nn.Sequential(
+    torch.nn.Linear(width, width), torch.nn.GELU(), torch.nn.Linear(width, width)
+).cuda()
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+session = perfgate.Session(model=model, optimizer=optimizer, samples_per_step=256)
+x = torch.randn(256, width, device="cuda")
+deadline = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < deadline:
+    with session.step():
+        loss = model(x).square().mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        torch.cuda.synchronize()
+"""
+
+
+def monitor_check(seconds: float = 25.0, port: int = 9479) -> list[str]:
+    """``perfgate monitor`` beside a CUDA training script: /metrics must carry the step
+    series and NVML's GPU series while it trains."""
+    import subprocess
+    import tempfile
+    import urllib.request
+
+    lines: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="gpu-check-monitor-") as scratch:
+        script = Path(scratch) / "train.py"
+        script.write_text(MONITORED_SCRIPT)
+        job = subprocess.Popen(
+            [sys.executable, "-m", "perfgate", "monitor", "--port", str(port), "--interval",
+             "0.5", "--window", "5", "--", sys.executable, str(script), str(seconds)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        time.sleep(seconds * 0.7)
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as page:
+                text = page.read().decode()
+        except OSError as error:
+            text = ""
+            lines.append(f"FAIL /metrics unreachable: {error}")
+        output, _ = job.communicate(timeout=seconds + 60)
+    values = {
+        line.split(" ")[0]: line.split(" ")[1]
+        for line in text.splitlines()
+        if line.startswith("perfgate_live_") and " " in line
+    }
+    lines.append("monitor on cuda: " + ", ".join(f"{k}={v}" for k, v in sorted(values.items())))
+    for name in ("perfgate_live_steps_total", "perfgate_live_step_time_seconds",
+                 "perfgate_live_gpu_utilization_ratio", "perfgate_live_gpu_power_watts",
+                 "perfgate_live_gpu_sm_clock_hertz"):  # fmt: skip
+        if name not in values:
+            lines.append(f"FAIL {name} missing from /metrics")
+    if job.returncode != 0:
+        lines.append(f"FAIL the monitored job ended {job.returncode}: {output[-500:]}")
+    return lines
+
+
 def _largest_first(item: tuple[str, float]) -> float:
     return -item[1]
 
@@ -288,6 +351,10 @@ def main(paths: list[str]) -> int:
         return 0
     if paths[:1] == ["--sequential"]:
         lines = sequential_canary(paths[1], float(paths[2]), int(paths[3]), *paths[4:5])
+        print("\n".join(lines))
+        return 1 if any(line.startswith("FAIL") for line in lines) else 0
+    if paths[:1] == ["--monitor"]:
+        lines = monitor_check()
         print("\n".join(lines))
         return 1 if any(line.startswith("FAIL") for line in lines) else 0
     if paths[:1] == ["--attribution"]:

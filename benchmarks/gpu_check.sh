@@ -8,7 +8,8 @@
 #   torchrun with NCCL (one rank per GPU; on a single GPU one rank, and it says so) ·
 #   doctor --peak (measured matmul and bandwidth ceilings) · perfgate diagnose · the sequential
 #   interleaved A/B of a +5 % canary (the PR verdict's path) · attribution (kernels that moved
-#   between two variants) · the work counters of every step · fork-server start-up on CUDA.
+#   between two variants) · the work counters of every step · perfgate monitor's NVML series ·
+#   fork-server start-up on CUDA.
 # Prepare here: bash benchmarks/gpu_wheels.sh; then through the device tool:
 #   run(command="set -o pipefail; bash benchmarks/gpu_check.sh 2>&1 | tee $OUT/gpu_check.log",
 #       carry=[".whl"], timeout_s=540)
@@ -81,6 +82,8 @@ echo "== the PR verdict's path on CUDA: sequential interleaved A/B of mlp agains
 timeout 150 python3 benchmarks/gpu_check.py --sequential mlp@full 0.05 12 || status=1
 echo "== attribution on CUDA: mlp against mlp in bf16, alternated profiled windows, kernels named"
 timeout 120 python3 benchmarks/gpu_check.py --attribution mlp@full precision=bf16 || status=1
+echo "== perfgate monitor beside a CUDA training script: step series and NVML at /metrics"
+timeout 90 python3 benchmarks/gpu_check.py --monitor || status=1
 echo "== start-up per repeat on CUDA, fork server against spawn, interleaved"
 timeout 120 python3 benchmarks/startup.py --device cuda --runs 2 --repeats 3 || status=1
 

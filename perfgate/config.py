@@ -92,6 +92,9 @@ class Config:
     worker_env: tuple[str, ...] = ()
     """Environment variables (names or ``fnmatch`` patterns) workers get beyond the built-in
     allow-list (``perfgate.runner.environment``); secrets are never passed on."""
+    pushgateway_url: str | None = None
+    """A Prometheus Pushgateway that ``perfgate ingest`` pushes every stored run of a branch
+    to (``perfgate.monitoring.push``); None: no push."""
 
 
 _SCALARS: dict[str, type | tuple[type, ...]] = {
@@ -107,6 +110,7 @@ _SCALARS: dict[str, type | tuple[type, ...]] = {
     "inconclusive": str,
     "ab_rounds": int,
     "confirm_budget_s": (int, float),
+    "pushgateway_url": str,
 }
 
 

@@ -247,3 +247,23 @@ def test_the_shipped_dashboard_is_what_the_builder_builds() -> None:
     assert board["uid"] == "perfgate-training"
     titles = [p["title"] for p in board["panels"]]
     assert {"Step time", "MFU", "GPU utilisation", "What bounds the step"} <= set(titles)
+
+
+def test_ingest_stores_the_run_even_when_the_gateway_is_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "run.json"
+    write_result(path, main_run())
+    pr_path, pr_run = tmp_path / "pr.json", "00000000-0000-4000-8000-000000000042"
+    write_result(pr_path, dataclasses.replace(factories.run(), run_id=pr_run))
+    monkeypatch.setenv("PERFGATE_DATABASE_URL", f"sqlite:///{tmp_path / 'runs.db'}")
+    monkeypatch.setenv("PERFGATE_PUSHGATEWAY_URL", "http://127.0.0.1:9")
+    monkeypatch.chdir(tmp_path)
+    ended = invoke("ingest", str(path), str(pr_path))
+    assert ended.code == ExitCode.OK, ended.stderr
+    assert f"{path}: run {main_run().run_id} stored" in ended.stdout
+    assert f"{path}: not pushed to http://127.0.0.1:9: cannot push to the Pushgateway" in (
+        ended.stdout
+    )
+    refused = f"{pr_path}: not pushed to http://127.0.0.1:9: run {pr_run} is a pull request's"
+    assert refused in ended.stdout.replace("\n", " ")

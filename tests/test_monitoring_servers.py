@@ -22,6 +22,7 @@ from fixture_types import CliRun
 from monitoring_servers import (
     alertmanager_server,
     free_port,
+    get_json,
     prometheus,
     pushgateway,
     query,
@@ -69,9 +70,15 @@ def test_a_pushed_run_is_scraped_and_queried(tmp_path: Path, perfgate_cli: CliRu
         assert result.source.commit not in str(labels) and result.run_id not in str(labels)
         (throughput,) = query(server, 'perfgate_throughput_samples_per_second{workload="costly"}')
         assert float(throughput["value"][1]) == pytest.approx(workload.summary.samples_per_s)
-        # The next run of the same workload replaces the group, it does not add one.
-        again = perfgate_cli("export", "run.json", "--openmetrics", "--push", gateway.url, cwd=repo)
-        assert again.returncode == ExitCode.OK
+        # Storing the run with a configured gateway pushes it again: the same group is
+        # replaced, not a second one added.
+        stored = perfgate_cli(
+            "ingest", "run.json", cwd=repo, env={"PERFGATE_PUSHGATEWAY_URL": gateway.url}
+        )
+        assert stored.returncode == ExitCode.OK, stored.stdout + stored.stderr
+        assert f"pushed to {gateway.url} (1 workload group(s))" in stored.stdout
+        groups = get_json(f"{gateway.url}/api/v1/metrics")["data"]
+        assert len(groups) == 1 and groups[0]["labels"]["workload"] == "costly"
         time.sleep(2.5)
         assert len(query(server, "perfgate_step_time_seconds")) == 1
 

@@ -19,12 +19,14 @@ def ingest_command(
     config: ConfigFile = None,
 ) -> None:
     """Store result documents in the database (idempotent: a run is stored once)."""
-    from perfgate.store.session import ingest_session  # lazy: the database stack, to store
+    from perfgate.monitoring.session import ingest_and_push  # lazy: the database stack
 
-    outcome = guarded(lambda: ingest_session(config, files))
-    for item in outcome.documents:
+    outcome = guarded(lambda: ingest_and_push(config, files))
+    for item in outcome.stored.documents:
         state = "stored" if item.new else "already stored"
-        say(f"{item.path}: run {item.result.run_id} {state} in {outcome.where}")
+        say(f"{item.path}: run {item.result.run_id} {state} in {outcome.stored.where}")
+    for line in outcome.pushed:
+        say(line)
 
 
 @db_app.command("upgrade")
