@@ -267,3 +267,22 @@ def test_ingest_stores_the_run_even_when_the_gateway_is_down(
     )
     refused = f"{pr_path}: not pushed to http://127.0.0.1:9: run {pr_run} is a pull request's"
     assert refused in ended.stdout.replace("\n", " ")
+
+
+def test_a_real_h200_run_gives_its_gpu_series() -> None:
+    """The H200's result document (tests/data/h200): NVML's means over the repeats become the
+    GPU series, in base units, labelled with the GPU's model."""
+    from perfgate.documents.result import load_result
+
+    run = load_result(ROOT / "tests" / "data" / "h200" / "gpu-bf16.json")
+    found = families(openmetrics_text([run]))
+    gpt = next(w for w in run.workloads if w.name == "gpt")
+    gpu = [(r.telemetry_summary or {})["gpu"] for r in gpt.repeats]
+    power = {s["workload"]: v for s, v in found["perfgate_gpu_power_watts"]}
+    assert power["gpt"] == pytest.approx(sum(g["power_w"]["mean"] for g in gpu) / len(gpu))
+    clock = {s["workload"]: v for s, v in found["perfgate_gpu_sm_clock_hertz"]}
+    assert clock["gpt"] == pytest.approx(1980e6, rel=0.05)
+    util = {s["workload"]: v for s, v in found["perfgate_gpu_utilization_ratio"]}
+    assert 0 < util["gpt"] <= 1
+    labels = found["perfgate_mfu_ratio"][0][0]
+    assert "H200" in labels["gpu"] and labels["branch"] == "main"

@@ -178,10 +178,8 @@ def _values(result: RunResult, workload: WorkloadResult) -> dict[str, float]:
             PEAK_MEMORY.name: summary.peak_memory_bytes,
         }
     gpu = _gpu_means(workload)
-    values[GPU_UTIL.name] = gpu.get("util_percent", None)
-    if values[GPU_UTIL.name] is not None:
-        values[GPU_UTIL.name] = float(values[GPU_UTIL.name] or 0.0) / 100.0
-    clock = gpu.get("sm_clock_mhz")
+    util, clock = gpu.get("util_percent"), gpu.get("sm_clock_mhz")
+    values[GPU_UTIL.name] = util / 100.0 if util is not None else None
     values[GPU_CLOCK.name] = clock * 1e6 if clock is not None else None
     values[GPU_POWER.name] = gpu.get("power_w")
     values[GPU_THROTTLED.name] = gpu.get("throttled_fraction")
