@@ -15,12 +15,14 @@ import itertools
 import json
 import re
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import factories
 import pytest
 from cli_in_process import invoke
+from fixture_types import CliRun
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from monitoring_servers import binary
@@ -286,3 +288,14 @@ def test_a_real_h200_run_gives_its_gpu_series() -> None:
     assert 0 < util["gpt"] <= 1
     labels = found["perfgate_mfu_ratio"][0][0]
     assert "H200" in labels["gpu"] and labels["branch"] == "main"
+
+
+@pytest.mark.slow
+def test_monitor_exits_with_the_job_s_code(tmp_path: Path, perfgate_cli: CliRun) -> None:
+    killed = "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"
+    for script, code in (("raise SystemExit(3)", 3), (killed, 128 + 15)):
+        ended = perfgate_cli(
+            "monitor", "--port", "0", "--no-gpu", "--", sys.executable, "-c", script, cwd=tmp_path
+        )
+        assert ended.returncode == code, ended.stdout + ended.stderr
+        assert "steps seen" in ended.stdout

@@ -44,4 +44,6 @@ def monitor_command(
     outcome = guarded(lambda: monitor(request))
     say(f"monitor: {outcome.samples} samples, {outcome.steps} steps seen")
     if outcome.returncode is not None:
-        raise typer.Exit(outcome.returncode)
+        # A job ended by signal N exits 128 + N, as a shell would report it.
+        code = outcome.returncode
+        raise typer.Exit(128 - code if code < 0 else code)
