@@ -28,7 +28,7 @@ import pytest
 
 from perfgate.advise import verify
 from perfgate.advise.ranking import Advice
-from perfgate.advise.verify import WorkloadUnderTest, verify_advice
+from perfgate.advise.verify import VERIFY_THRESHOLD, WorkloadUnderTest, verify_advice
 from perfgate.config import Config
 from perfgate.documents.result import RepeatResult, WorkloadResult, WorkloadStatus, WorkloadSummary
 from perfgate.runner.interleave import Arm
@@ -351,7 +351,7 @@ def test_more_dataloader_workers_are_proven_faster(
 
 
 @pytest.mark.slow
-def test_compile_on_a_millisecond_mlp_step_is_refuted(
+def test_compile_on_a_millisecond_mlp_step_follows_its_interval(
     verified_run: tuple[dict[str, Any], float, str],
 ) -> None:
     """On this CPU the compiled ~1 ms mlp step is slower than the eager one: 0.87-0.94× in
@@ -365,8 +365,14 @@ def test_compile_on_a_millisecond_mlp_step_is_refuted(
     assert low <= proof["speedup"] <= high
     # Slower in most measurements (0.85-0.94×); refuted when the interval clears the band. Once,
     # at 4 rounds on a busy CI box, it read 1.06× with an interval of 0.66-1.31: inconclusive, and
-    # then its point estimate is no claim. Never verified.
-    assert proof["outcome"] in ("refuted", "inconclusive"), (proof, others)
-    if proof["outcome"] == "refuted":
-        assert proof["status"] == "refuted"
-        assert proof["speedup"] < 1 or "no gain" in proof["reason"]
+    # then its point estimate is no claim. This test asserted "never verified" until a busy
+    # clean-clone CI run failed it: whether compile pays on a 1 ms step is the machine's answer,
+    # not perfgate's. What perfgate owes is an outcome that follows its own interval.
+    band = 1 + VERIFY_THRESHOLD
+    if proof["outcome"] == "verified":
+        assert low > band and proof["status"] == "verified", proof
+    elif proof["outcome"] == "refuted":
+        assert proof["status"] == "refuted", proof
+        assert proof["speedup"] < 1 or "no gain" in proof["reason"], proof
+    else:  # undecided: the interval still allows a gain worth having (else it is "no gain")
+        assert proof["outcome"] == "inconclusive" and high > band, proof
