@@ -365,7 +365,7 @@ def test_compile_on_a_millisecond_mlp_step_follows_its_interval(
     assert low <= proof["speedup"] <= high
     # Slower in most measurements (0.85-0.94×); refuted when the interval clears the band. Once,
     # at 4 rounds on a busy CI box, it read 1.06× with an interval of 0.66-1.31: inconclusive, and
-    # then its point estimate is no claim. This test asserted "never verified" until a busy
+    # then its point estimate is no claim. This test asserted "never verified" until a
     # clean-clone CI run failed it: whether compile pays on a 1 ms step is the machine's answer,
     # not perfgate's. What perfgate owes is an outcome that follows its own interval.
     band = 1 + VERIFY_THRESHOLD
