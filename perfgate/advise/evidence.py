@@ -110,20 +110,34 @@ def profile_workloads(
     ``device`` is ``cpu``, ``cuda`` or ``auto``. Plan, knobs, warm-up, threads and timeout come
     from the selection and configuration exactly as for ``perfgate run``.
     """
+    plan, settings = prepare(config, selection)
+    with worker_launcher() as launcher:
+        return profile_plan(
+            plan, settings, device=device, steps=steps, trace_dir=trace_dir, launcher=launcher
+        )
+
+
+def profile_plan(
+    plan: list[PlannedWorkload],
+    settings: RunSettings,
+    *,
+    device: str,
+    steps: int,
+    trace_dir: Path | None,
+    launcher: ForkServer | None,
+) -> list[ProfiledWorkload]:
+    """:func:`profile_workloads` on a prepared plan, each worker forked by ``launcher`` (None:
+    spawned). A caller that profiles several windows passes one launcher to all of them, so
+    the fork server (and its ``import torch``, seconds on a CPU) starts once, not per window;
+    every window is still a fresh process."""
     if steps < 1:
         raise UsageError(f"profile steps {steps} must be at least 1", "use e.g. 5 steps")
-    plan, settings = prepare(config, selection)
     device = resolve_device(device)
-    outcomes = []
-    with (
-        tempfile.TemporaryDirectory(prefix="perfgate-advise-") as scratch,
-        worker_launcher() as launcher,
-    ):
-        for planned in plan:
-            outcomes.append(
-                _profile_one(planned, settings, device, steps, Path(scratch), trace_dir, launcher)
-            )
-    return outcomes
+    with tempfile.TemporaryDirectory(prefix="perfgate-advise-") as scratch:
+        return [
+            _profile_one(planned, settings, device, steps, Path(scratch), trace_dir, launcher)
+            for planned in plan
+        ]
 
 
 def profile_spec(

@@ -3,7 +3,8 @@
 When an interleaved A/B confirms a regression (or the caller asks), each flagged workload is
 profiled in :data:`WINDOWS` windows per side, alternated base, head, base, … — each window the
 profiling worker of ``perfgate advise`` (a fresh process, the same warm-up, a few profiled
-steps), on that side's own checkout and configuration — and the traces are reduced to the
+steps; all the windows forked by one fork server, which imports torch once), on that side's
+own checkout and configuration — and the traces are reduced to the
 movers of ``perfgate.trace.attribution``. The windows are taken after the timed rounds, so
 the profiler never touches a measured step; an attribution that cannot be made (a window that
 failed, a distributed workload whose ranks trace apart) leaves a note, never a changed verdict.
@@ -16,12 +17,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from perfgate.advise.evidence import DEFAULT_PROFILE_STEPS, profile_workloads
+from perfgate.advise.evidence import DEFAULT_PROFILE_STEPS, profile_plan
 from perfgate.config import Config
 from perfgate.documents.result import RunResult
 from perfgate.documents.verdict import CompareVerdict, WorkloadVerdict
 from perfgate.errors import PerfgateError
-from perfgate.runner.plan import Selection
+from perfgate.runner.forkserver import worker_launcher
+from perfgate.runner.plan import Selection, prepare
 from perfgate.trace.attribution import attribute
 from perfgate.trace.loader import load_trace
 from perfgate.trace.timeline import Timeline, build_timeline
@@ -88,13 +90,17 @@ def _windows(
 ) -> tuple[list[Timeline], list[Timeline]]:
     """:data:`WINDOWS` profiled windows of each side, alternated base, head, base, …"""
     sides: tuple[list[Timeline], list[Timeline]] = ([], [])
-    with tempfile.TemporaryDirectory(prefix="perfgate-attribution-") as scratch:
+    prepared = [prepare(config, selection) for config in configs]
+    with (
+        tempfile.TemporaryDirectory(prefix="perfgate-attribution-") as scratch,
+        worker_launcher() as launcher,
+    ):
         for window in range(WINDOWS):
-            for index, config in enumerate(configs):
+            for index, (plan, settings) in enumerate(prepared):
                 folder = Path(scratch) / f"{index}-{window}"
-                (profiled,) = profile_workloads(
-                    config, selection, device=device, steps=DEFAULT_PROFILE_STEPS,
-                    trace_dir=folder,
+                (profiled,) = profile_plan(
+                    plan, settings, device=device, steps=DEFAULT_PROFILE_STEPS,
+                    trace_dir=folder, launcher=launcher,
                 )  # fmt: skip
                 if profiled.status != "ok" or profiled.trace_path is None:
                     raise ValueError(
