@@ -110,7 +110,10 @@ def profile_workloads(
     ``device`` is ``cpu``, ``cuda`` or ``auto``. Plan, knobs, warm-up, threads and timeout come
     from the selection and configuration exactly as for ``perfgate run``.
     """
+    if steps < 1:
+        raise UsageError(f"profile steps {steps} must be at least 1", "use e.g. 5 steps")
     plan, settings = prepare(config, selection)
+    device = resolve_device(device)
     with worker_launcher() as launcher:
         return profile_plan(
             plan, settings, device=device, steps=steps, trace_dir=trace_dir, launcher=launcher
@@ -126,13 +129,10 @@ def profile_plan(
     trace_dir: Path | None,
     launcher: ForkServer | None,
 ) -> list[ProfiledWorkload]:
-    """:func:`profile_workloads` on a prepared plan, each worker forked by ``launcher`` (None:
-    spawned). A caller that profiles several windows passes one launcher to all of them, so
-    the fork server (and its ``import torch``, seconds on a CPU) starts once, not per window;
-    every window is still a fresh process."""
-    if steps < 1:
-        raise UsageError(f"profile steps {steps} must be at least 1", "use e.g. 5 steps")
-    device = resolve_device(device)
+    """:func:`profile_workloads` on a prepared plan and a resolved ``device`` (cpu or cuda), each
+    worker forked by ``launcher`` (None: spawned). A caller that profiles several windows
+    passes one launcher to all of them, so the fork server (and its ``import torch``, seconds
+    on a CPU) starts once, not per window; every window is still a fresh process."""
     with tempfile.TemporaryDirectory(prefix="perfgate-advise-") as scratch:
         return [
             _profile_one(planned, settings, device, steps, Path(scratch), trace_dir, launcher)

@@ -22,6 +22,7 @@ from perfgate.config import Config
 from perfgate.documents.result import RunResult
 from perfgate.documents.verdict import CompareVerdict, WorkloadVerdict
 from perfgate.errors import PerfgateError
+from perfgate.runner.device import resolve_device
 from perfgate.runner.forkserver import worker_launcher
 from perfgate.runner.plan import Selection, prepare
 from perfgate.trace.attribution import attribute
@@ -91,6 +92,7 @@ def _windows(
     """:data:`WINDOWS` profiled windows of each side, alternated base, head, base, …"""
     sides: tuple[list[Timeline], list[Timeline]] = ([], [])
     prepared = [prepare(config, selection) for config in configs]
+    device = resolve_device(device)
     with (
         tempfile.TemporaryDirectory(prefix="perfgate-attribution-") as scratch,
         worker_launcher() as launcher,
