@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -228,6 +230,37 @@ def test_a_database_from_a_newer_perfgate_is_refused(database_url: str, tmp_path
     for attempt in (make_engine, upgrade_database):
         with pytest.raises(SchemaTooNew, match=r"0099.*upgrade perfgate"):
             attempt(database_url, tmp_path)
+
+
+def test_a_new_sqlite_file_locked_by_another_writer_is_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The switch of a new file to WAL, refused at once while another connection holds the
+    write lock, is tried again until that writer is done (several jobs' first use of one
+    database); the other writer lets go the first time perfgate pauses to retry."""
+    path = tmp_path / "new.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    plain = sqlite3.connect(path, timeout=5)
+    with closing(plain), pytest.raises(sqlite3.OperationalError):
+        plain.execute("PRAGMA journal_mode=WAL")  # SQLite's own answer: locked, at once
+    pauses: list[float] = []
+    real_sleep = time.sleep
+
+    def pause(seconds: float) -> None:
+        if not pauses:
+            holder.commit()
+        pauses.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", pause)
+    engine = make_engine(f"sqlite:///{path}", tmp_path)
+    with engine.connect() as connection:
+        assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert schema_revision(connection) == head_revision()
+    engine.dispose()
+    holder.close()
+    assert pauses  # the first try was refused, and perfgate waited instead of failing
 
 
 @pytest.mark.slow

@@ -13,6 +13,8 @@ migrated behind the user's back.
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -35,6 +37,8 @@ SQLITE_BUSY_TIMEOUT_MS = 120_000
 on a loaded CI runner eight jobs creating one database at once queued more than 30 s behind
 the first one's migrations (the clean-clone suite under load once failed so), and a job that
 waits is better than one that fails with "database is locked"."""
+WAL_SWITCH_RETRY_S = 0.01
+"""Pause between tries of the switch to WAL that SQLite refused at once (:func:`_switch_to_wal`)."""
 POSTGRES_CONNECT_TIMEOUT_S = 10
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 LEGACY_REVISION = "0001"
@@ -310,7 +314,27 @@ def _known_revisions() -> frozenset[str]:
 
 def _sqlite_pragmas(connection: Any, _record: Any) -> None:
     cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    _switch_to_wal(cursor)
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+def _switch_to_wal(cursor: Any) -> None:
+    """``PRAGMA journal_mode=WAL``, tried again for as long as a writer would wait.
+
+    A file not yet in WAL mode (a new database) takes the switch under a lock upgrade, and
+    SQLite answers "database is locked" at once, without its busy handler, when another
+    connection holds the write lock meanwhile (waiting could deadlock). Several jobs' first use
+    of one new database hits that: one of eight processes failed so in the parallel test run.
+    Once the file is in WAL mode the switch takes no lock, so this loops only at creation.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "database is locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(WAL_SWITCH_RETRY_S)
