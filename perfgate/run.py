@@ -24,7 +24,7 @@ from perfgate.files import check_writable
 from perfgate.runner.device import resolve_device
 from perfgate.runner.forkserver import start_method
 from perfgate.runner.launch import run_world
-from perfgate.runner.orchestrator import RunObserver, run_workloads
+from perfgate.runner.orchestrator import RunObserver, run_workloads, warm_launcher
 from perfgate.runner.plan import PlannedWorkload, Selection, prepare
 from perfgate.runner.source import collect_source
 from perfgate.telemetry.fingerprint import collect_fingerprint, with_world
@@ -86,11 +86,14 @@ def execute_run(
         parse_url(config.database_url)
     path = out or default_output_path(config.root, run_id)
     check_writable(path, "--out")
-    environment = run_fingerprint(plan, settings, device)
-    # Before measuring: a corrupt ceilings file is a usage error, and nothing is measured yet.
-    ceilings = lookup_ceilings(config.root, environment)
-    started = utc_now()
-    workloads = run_workloads(plan, settings, device, environment, observer, ceilings)
+    with warm_launcher(plan, settings, device) as launcher:
+        environment = run_fingerprint(plan, settings, device)
+        # Before measuring: a corrupt ceilings file is a usage error, nothing measured yet.
+        ceilings = lookup_ceilings(config.root, environment)
+        started = utc_now()
+        workloads = run_workloads(
+            plan, settings, device, environment, observer, ceilings, launcher=launcher
+        )
     result = RunResult(
         run_id=run_id,
         perfgate_version=__version__,

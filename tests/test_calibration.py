@@ -47,6 +47,7 @@ from perfgate.documents.result import (
 from perfgate.documents.verdict import MetricComparison
 from perfgate.errors import ExitCode, UsageError
 from perfgate.report.calibration import calibration_row, calibration_table
+from perfgate.runner.forkserver import ForkServer
 from perfgate.runner.orchestrator import RunObserver
 from perfgate.runner.plan import PlannedWorkload, Selection
 from perfgate.stats.power import (
@@ -335,6 +336,7 @@ def test_measure_calibrates_ok_workloads_at_the_configured_repeats(
         device: str,
         environment: dict[str, Any],
         observer: RunObserver | None,
+        launcher: ForkServer | None = None,
     ) -> list[WorkloadResult]:
         seen.update(settings=settings, device=device, names=[p.definition.name for p in plan])
         failed = workload([], name="gpt", status="crashed", error="SIGKILL", repeats=[])

@@ -25,7 +25,7 @@ from perfgate.errors import UsageError
 from perfgate.runner import forkserver
 from perfgate.runner.forkserver import START_ENV, ForkServer, start_method, worker_launcher
 from perfgate.runner.interleave import Arm, run_interleaved
-from perfgate.runner.orchestrator import run_repeat
+from perfgate.runner.orchestrator import run_repeat, warm_launcher
 from perfgate.runner.plan import Selection, make_plan
 
 MARK = "PERFGATE_TEST_FORKSERVER_MARK"
@@ -223,6 +223,68 @@ def test_a_server_that_cannot_start_leaves_the_worker_spawned(
         log = (tmp_path / f"describes_its_process-{index}.log").read_text()
         assert log.startswith("perfgate: no fork server (the fork server (pid ")
         assert "exited with code 3); the worker was spawned" in log
+
+
+@pytest.mark.slow
+@linux
+def test_a_warm_launchers_server_is_started_at_once_and_serves_the_first_repeat(
+    faulty_project: Path, tmp_path: Path, mark: str
+) -> None:
+    selection = Selection(workloads=["describes_its_process"], repeats=1, steps=3, warmup=1)
+    plan, settings = make_plan(load_config(cwd=faulty_project), selection)
+    with warm_launcher(plan, settings, "cpu") as launcher:
+        assert launcher is not None
+        prestarted = launcher.server_pid
+        assert prestarted is not None  # running before any repeat asked for it
+        repeat, measured = run_repeat(plan[0], settings, "cpu", {}, tmp_path, 0, launcher=launcher)
+        assert repeat.status == "ok", repeat.error
+        assert measured is not None and measured.setup_info["ppid"] == prestarted
+        assert launcher.server_pid == prestarted
+    assert not psutil.pid_exists(prestarted) or psutil.Process(prestarted).status() == "zombie"
+    assert marked_processes(mark) == []
+
+
+@pytest.mark.slow
+@linux
+def test_a_prestarted_server_nobody_used_is_stopped_with_its_launcher(
+    mark: str,
+) -> None:
+    slow_imports = (sys.executable, "-c", "import time; time.sleep(60)")
+    with worker_launcher({START_ENV: "fork"}) as launcher:
+        assert launcher is not None
+        launcher.prestart({"OMP_NUM_THREADS": "1"})
+        unused = launcher.server_pid
+        assert unused is not None
+    assert not psutil.pid_exists(unused) or psutil.Process(unused).status() == "zombie"
+
+    with worker_launcher({START_ENV: "fork"}) as launcher:
+        assert launcher is not None
+        forkserver_command = forkserver.SERVER_COMMAND
+        try:
+            forkserver.SERVER_COMMAND = slow_imports  # a server still importing when closed
+            launcher.prestart({})
+        finally:
+            forkserver.SERVER_COMMAND = forkserver_command
+        importing = launcher.server_pid
+        assert importing is not None
+    assert not psutil.pid_exists(importing) or psutil.Process(importing).status() == "zombie"
+    assert marked_processes(mark) == []
+
+
+@pytest.mark.slow
+@linux
+@pytest.mark.parametrize("launcher", ["fork"], indirect=True)
+def test_a_repeat_in_another_environment_replaces_the_prestarted_server(
+    faulty_project: Path, tmp_path: Path, launcher: ForkServer | None
+) -> None:
+    assert launcher is not None
+    launcher.prestart({"PERFGATE_TEST_FORKSERVER_OTHER": "1"})
+    prestarted = launcher.server_pid
+    repeat, info = one_repeat(faulty_project, "describes_its_process", tmp_path, launcher)
+    assert repeat.status == "ok", repeat.error
+    assert prestarted is not None and info["ppid"] not in (prestarted, os.getpid())
+    assert info["ppid"] == launcher.server_pid
+    assert not psutil.pid_exists(prestarted) or psutil.Process(prestarted).status() == "zombie"
 
 
 @pytest.mark.slow

@@ -25,7 +25,7 @@ from perfgate.documents.result import RunSettings, WorkloadResult
 from perfgate.errors import UsageError
 from perfgate.metrics import METRICS, metric_values
 from perfgate.runner.device import resolve_device
-from perfgate.runner.orchestrator import RunObserver, run_workloads
+from perfgate.runner.orchestrator import RunObserver, run_workloads, warm_launcher
 from perfgate.runner.plan import Selection, prepare
 from perfgate.stats.power import (
     min_detectable,
@@ -149,9 +149,10 @@ def measure_calibrations(
             f"use --steps {MIN_STEPS} or more",
         )
     device = resolve_device(device)
-    environment = collect_fingerprint(device, settings.threads)
-    created_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    results = run_workloads(plan, settings, device, environment, observer)
+    with warm_launcher(plan, settings, device) as launcher:
+        environment = collect_fingerprint(device, settings.threads)
+        created_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        results = run_workloads(plan, settings, device, environment, observer, launcher=launcher)
     calibrations = [
         calibrate_workload(
             result,

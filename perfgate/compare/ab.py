@@ -46,6 +46,7 @@ from perfgate.errors import InfrastructureError, UsageError, last_line
 from perfgate.run import run_fingerprint, utc_now
 from perfgate.runner.device import resolve_device
 from perfgate.runner.interleave import Arm, InterleaveObserver, run_interleaved
+from perfgate.runner.orchestrator import warm_launcher
 from perfgate.runner.plan import Selection, prepare
 from perfgate.runner.source import collect_source
 from perfgate.thresholds import Thresholds
@@ -221,31 +222,33 @@ def measure_sides(
     ]
     settings = planned[0][1]  # the base side's settings govern both
     device = resolve_device(device)
-    environment = run_fingerprint([p for plan, _ in planned for p in plan], settings, device)
-    arms = [
-        Arm(
-            label=side.label,
-            plan=plan,
-            settings=replace(settings, inject_slowdown=side.inject_slowdown),
+    with warm_launcher(planned[0][0], settings, device) as launcher:
+        environment = run_fingerprint([p for plan, _ in planned for p in plan], settings, device)
+        arms = [
+            Arm(
+                label=side.label,
+                plan=plan,
+                settings=replace(settings, inject_slowdown=side.inject_slowdown),
+            )
+            for side, (plan, _) in zip(sides, planned, strict=True)
+        ]
+        thresholds, notes = thresholds_for(
+            sides[0].config.thresholds,
+            [(p.definition.name, p.definition_hash) for p in planned[0][0]],
+            environment,
         )
-        for side, (plan, _) in zip(sides, planned, strict=True)
-    ]
-    thresholds, notes = thresholds_for(
-        sides[0].config.thresholds,
-        [(p.definition.name, p.definition_hash) for p in planned[0][0]],
-        environment,
-    )
-    started = utc_now()
-    judge = SequentialJudge(thresholds, len(planned[0][0]), budget.max_rounds)
-    measured = run_interleaved(
-        arms,
-        device,
-        environment,
-        rounds=budget.max_rounds,
-        budget_s=budget.budget_s,
-        observer=observer,
-        judge=judge,
-    )
+        started = utc_now()
+        judge = SequentialJudge(thresholds, len(planned[0][0]), budget.max_rounds)
+        measured = run_interleaved(
+            arms,
+            device,
+            environment,
+            rounds=budget.max_rounds,
+            budget_s=budget.budget_s,
+            observer=observer,
+            judge=judge,
+            launcher=launcher,
+        )
     finished = utc_now()
     runs = [
         _run_result(

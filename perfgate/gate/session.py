@@ -63,7 +63,7 @@ from perfgate.names import check_name
 from perfgate.run import run_fingerprint, utc_now
 from perfgate.runner.device import resolve_device
 from perfgate.runner.interleave import InterleaveObserver
-from perfgate.runner.orchestrator import RunObserver, run_workloads
+from perfgate.runner.orchestrator import RunObserver, run_workloads, warm_launcher
 from perfgate.runner.plan import PlannedWorkload, Selection, prepare
 from perfgate.runner.source import collect_source
 from perfgate.runner.strays import adopt_orphans, descendants, kill_strays
@@ -277,15 +277,18 @@ def _measure_head(
     else:  # nothing measurable: the base's settings, for the document
         everything = [f"{w.name}@{w.preset}" for w in gated]
         settings = prepare(trusted.config, Selection(workloads=everything))[1]
-    environment = run_fingerprint(plan, settings, device)
-    ceilings = lookup_ceilings(config.root, environment)
-    started = utc_now()
-    workloads = []
-    for planned in plan:  # one at a time: a factory broken at head stops only its workload
-        try:
-            workloads += run_workloads([planned], settings, device, environment, observer, ceilings)
-        except UsageError as exc:
-            unmeasurable[planned.definition.name] = exc.problem
+    with warm_launcher(plan, settings, device) as launcher:  # one fork server for them all
+        environment = run_fingerprint(plan, settings, device)
+        ceilings = lookup_ceilings(config.root, environment)
+        started = utc_now()
+        workloads = []
+        for planned in plan:  # one at a time: a factory broken at head stops only its workload
+            try:
+                workloads += run_workloads(
+                    [planned], settings, device, environment, observer, ceilings, launcher
+                )
+            except UsageError as exc:
+                unmeasurable[planned.definition.name] = exc.problem
     head = RunResult(
         run_id=str(uuid.uuid4()),
         perfgate_version=__version__,

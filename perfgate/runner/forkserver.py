@@ -142,8 +142,9 @@ def worker_launcher(environ: Mapping[str, str] | None = None) -> Iterator[ForkSe
     """A fork server for the repeats of one run (None: spawn them), closed on exit.
 
     The server itself starts with the first repeat that uses it, so a run that only spawns
-    (torchrun repeats) never pays for it. Use the launcher from one thread, which outlives it:
-    the server is killed when the thread that started it ends (``perfgate.runner.lifetime``).
+    (torchrun repeats) never pays for it, unless the caller starts it sooner with
+    :meth:`ForkServer.prestart`. Use the launcher from one thread, which outlives it: the
+    server is killed when the thread that started it ends (``perfgate.runner.lifetime``).
     """
     if start_method(os.environ if environ is None else environ) == "spawn":
         yield None
@@ -185,6 +186,17 @@ class ForkServer:
             log.flush()
             return None
 
+    def prestart(self, environment: Mapping[str, str]) -> None:
+        """Start the server for repeats with ``environment`` now, without waiting for it.
+
+        Its imports (``import torch`` and ``torch._dynamo``: seconds) then run beside the
+        caller's own work before the first repeat (the fingerprint imports torch in this
+        process), on the other core; the first :meth:`start` waits for whatever is left. A
+        repeat that asks for another environment replaces it, as it would a used server.
+        """
+        if self._connection is None and self._unavailable is None:
+            self._connection = _Connection(dict(environment), os.getcwd())
+
     def close(self) -> None:
         """Stop the server (idempotent); a later :meth:`start` begins a fresh one."""
         if self._connection is not None:
@@ -198,16 +210,18 @@ class ForkServer:
             raise ForkServerLost(self._unavailable)
         connection = self._connection
         wanted = (environment, os.getcwd())
-        if connection is not None and connection.alive() and connection.started_in == wanted:
-            return connection
-        self.close()
-        connection = _Connection(*wanted)
-        try:
-            connection.expect("ready")
-        except ForkServerLost as exc:
-            self._unavailable = str(exc)
-            connection.close()
-            raise
+        if connection is None or connection.started_in != wanted or not connection.alive():
+            self.close()
+            connection = _Connection(*wanted)
+        if not connection.ready:
+            try:
+                connection.expect("ready")
+            except ForkServerLost as exc:
+                self._unavailable = str(exc)
+                connection.close()
+                self._connection = None
+                raise
+            connection.ready = True
         self._connection = connection
         return connection
 
@@ -257,6 +271,7 @@ class _Connection:
         self._answers: list[dict[str, Any]] = []
         self._exits: dict[int, int] = {}
         self._eof = False
+        self.ready = False  # whether the server has said so (its imports are done)
 
     def alive(self) -> bool:
         return not self._eof and self._process.poll() is None
@@ -317,6 +332,8 @@ class _Connection:
 
     def close(self) -> None:
         untrack(self._process)
+        if not self.ready:  # still importing (a prestarted server nobody used): it has no
+            self._process.kill()  # child yet, and would read its EOF only once imported
         if self._process.stdin is not None:
             with contextlib.suppress(OSError):
                 self._process.stdin.close()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -92,13 +93,15 @@ def run_interleaved(
     budget_s: float | None = None,
     observer: InterleaveObserver | None = None,
     judge: RoundJudge | None = None,
+    launcher: ForkServer | None = None,
 ) -> list[list[WorkloadResult]]:
     """Measure every workload of the arms in alternating rounds; one result list per arm.
 
     ``rounds`` is the most a workload gets. ``budget_s`` caps the wall time: it is shared
     evenly among the workloads still to run, and a workload stops early (never below
     :data:`MIN_ROUNDS`) once its next round would not fit. ``judge`` stops it as soon as it
-    has decided.
+    has decided. ``launcher`` is the caller's (``orchestrator.warm_launcher``); without one
+    the rounds open their own.
     """
     names = _common_workloads(arms)
     _check_comparable(arms)
@@ -113,7 +116,7 @@ def run_interleaved(
     results: list[list[WorkloadResult]] = [[] for _ in arms]
     with (
         tempfile.TemporaryDirectory(prefix="perfgate-ab-") as scratch,
-        worker_launcher() as launcher,
+        nullcontext(launcher) if launcher is not None else worker_launcher() as launcher,
     ):
         for position, name in enumerate(names):
             share = _share(deadline, len(names) - position)

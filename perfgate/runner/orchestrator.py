@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -22,7 +23,7 @@ from perfgate.documents.worker import Measurement, ProfilerWindow, WorkerSpec
 from perfgate.runner.conditions import repeat_conditions
 from perfgate.runner.forkserver import ForkServer, worker_launcher
 from perfgate.runner.plan import PlannedWorkload
-from perfgate.runner.process import RepeatProcessResult, run_worker
+from perfgate.runner.process import RepeatProcessResult, repeat_environment, run_worker
 from perfgate.runner.step_clock import step_clock_from_env
 from perfgate.runner.summary import choose_flops, summarize_workload
 from perfgate.telemetry.host import default_thread_count
@@ -48,6 +49,25 @@ class RunObserver(Protocol):
     def workload_finished(self, result: WorkloadResult) -> None: ...
 
 
+@contextmanager
+def warm_launcher(
+    plan: Sequence[PlannedWorkload], settings: RunSettings, device: str
+) -> Iterator[ForkServer | None]:
+    """The launcher for the repeats of ``plan``, its fork server already starting.
+
+    The server's imports take seconds; started here, before the caller's fingerprint (which
+    imports torch in this process), they run on the other core meanwhile. It is started for
+    the environment of the plan's first single-process workload (torchrun repeats are never
+    forked), so the first repeat finds it ready or nearly so.
+    """
+    with worker_launcher() as launcher:
+        specs = (worker_spec(p, settings, device, count_flops=True) for p in plan)
+        forked = next((spec for spec in specs if not spec.nproc_per_node), None)
+        if launcher is not None and forked is not None:
+            launcher.prestart(repeat_environment(forked))
+        yield launcher
+
+
 def run_workloads(
     plan: Sequence[PlannedWorkload],
     settings: RunSettings,
@@ -55,18 +75,20 @@ def run_workloads(
     environment: dict[str, Any],
     observer: RunObserver | None = None,
     ceilings: StoredCeilings | None = None,
+    launcher: ForkServer | None = None,
 ) -> list[WorkloadResult]:
     """Measure each planned workload; failures are recorded, never raised (bad input is).
 
     ``environment`` is the run's fingerprint: it names the GPU (for MFU) and its NVML index
     (for the telemetry sampler). ``ceilings`` are its measured ceilings, when stored (each
-    summary then has the fraction of the measured matmul ceiling).
+    summary then has the fraction of the measured matmul ceiling). ``launcher`` is the
+    caller's (:func:`warm_launcher`); without one the run opens its own.
     """
     gpu = environment.get("gpu") or {}
     results = []
     with (
         tempfile.TemporaryDirectory(prefix="perfgate-run-") as scratch,
-        worker_launcher() as launcher,
+        nullcontext(launcher) if launcher is not None else worker_launcher() as launcher,
     ):
         for planned in plan:
             if observer:

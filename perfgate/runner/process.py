@@ -128,9 +128,7 @@ def run_worker(
     if witness is not None:
         spec = replace(spec, clock_witness=witness.path)
     spec_path.write_text(json.dumps(WORKER_SPEC.dump(spec)))
-    environment = worker_environment(os.environ, spec.environment_allow)
-    if spec.threads:
-        environment["OMP_NUM_THREADS"] = str(spec.threads)
+    environment = repeat_environment(spec)
     world_size = spec.nproc_per_node or 0
     command = (
         torchrun_command(world_size, spec_path, out_path)
@@ -206,6 +204,15 @@ def run_worker(
         stderr_tail=tail,
         telemetry=telemetry,
     )
+
+
+def repeat_environment(spec: WorkerSpec) -> dict[str, str]:
+    """The environment of the worker that runs ``spec``: this process's allowed variables
+    (``perfgate.runner.environment``) plus ``OMP_NUM_THREADS`` when its threads are pinned."""
+    environment = worker_environment(os.environ, spec.environment_allow)
+    if spec.threads:
+        environment["OMP_NUM_THREADS"] = str(spec.threads)
+    return environment
 
 
 def _reported_steps(reported: RepeatReport) -> dict[int, list[float]]:
