@@ -72,6 +72,11 @@ def marked_processes(mark: str, *keep: int | None) -> list[psutil.Process]:
     return found
 
 
+def ended(pid: int) -> bool:
+    """Whether process ``pid`` is gone (or a zombie: dead, not yet reaped)."""
+    return not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
 def one_repeat(
     project: Path,
     workload: str,
@@ -240,34 +245,32 @@ def test_a_warm_launchers_server_is_started_at_once_and_serves_the_first_repeat(
         assert repeat.status == "ok", repeat.error
         assert measured is not None and measured.setup_info["ppid"] == prestarted
         assert launcher.server_pid == prestarted
-    assert not psutil.pid_exists(prestarted) or psutil.Process(prestarted).status() == "zombie"
+    assert ended(prestarted)
     assert marked_processes(mark) == []
 
 
 @pytest.mark.slow
 @linux
 def test_a_prestarted_server_nobody_used_is_stopped_with_its_launcher(
-    mark: str,
+    mark: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    slow_imports = (sys.executable, "-c", "import time; time.sleep(60)")
     with worker_launcher({START_ENV: "fork"}) as launcher:
         assert launcher is not None
         launcher.prestart({"OMP_NUM_THREADS": "1"})
         unused = launcher.server_pid
         assert unused is not None
-    assert not psutil.pid_exists(unused) or psutil.Process(unused).status() == "zombie"
+    assert ended(unused)
 
     with worker_launcher({START_ENV: "fork"}) as launcher:
         assert launcher is not None
-        forkserver_command = forkserver.SERVER_COMMAND
-        try:
-            forkserver.SERVER_COMMAND = slow_imports  # a server still importing when closed
-            launcher.prestart({})
-        finally:
-            forkserver.SERVER_COMMAND = forkserver_command
+        # a server still importing when its launcher closes
+        monkeypatch.setattr(
+            forkserver, "SERVER_COMMAND", (sys.executable, "-c", "import time; time.sleep(60)")
+        )
+        launcher.prestart({})
         importing = launcher.server_pid
         assert importing is not None
-    assert not psutil.pid_exists(importing) or psutil.Process(importing).status() == "zombie"
+    assert ended(importing)
     assert marked_processes(mark) == []
 
 
@@ -284,7 +287,7 @@ def test_a_repeat_in_another_environment_replaces_the_prestarted_server(
     assert repeat.status == "ok", repeat.error
     assert prestarted is not None and info["ppid"] not in (prestarted, os.getpid())
     assert info["ppid"] == launcher.server_pid
-    assert not psutil.pid_exists(prestarted) or psutil.Process(prestarted).status() == "zombie"
+    assert ended(prestarted)
 
 
 @pytest.mark.slow

@@ -79,7 +79,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import IO, Any, Literal, NoReturn
 
@@ -154,6 +154,12 @@ def worker_launcher(environ: Mapping[str, str] | None = None) -> Iterator[ForkSe
         yield server
     finally:
         server.close()
+
+
+def reused_or_own(launcher: ForkServer | None) -> AbstractContextManager[ForkServer | None]:
+    """``launcher`` when the caller holds one open (``orchestrator.warm_launcher``), left open;
+    else a launcher of the callee's own (:func:`worker_launcher`)."""
+    return nullcontext(launcher) if launcher is not None else worker_launcher()
 
 
 class ForkServer:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,7 +29,7 @@ from typing import Any, Protocol
 from perfgate.documents.result import RepeatResult, RunSettings, WorkloadResult
 from perfgate.documents.worker import Measurement
 from perfgate.errors import UsageError
-from perfgate.runner.forkserver import ForkServer, worker_launcher
+from perfgate.runner.forkserver import ForkServer, reused_or_own
 from perfgate.runner.orchestrator import run_repeat, workload_result
 from perfgate.runner.plan import PlannedWorkload
 
@@ -116,7 +115,7 @@ def run_interleaved(
     results: list[list[WorkloadResult]] = [[] for _ in arms]
     with (
         tempfile.TemporaryDirectory(prefix="perfgate-ab-") as scratch,
-        nullcontext(launcher) if launcher is not None else worker_launcher() as launcher,
+        reused_or_own(launcher) as launcher,
     ):
         for position, name in enumerate(names):
             share = _share(deadline, len(names) - position)

@@ -13,7 +13,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from perfgate.documents.result import RepeatResult, RunSettings, WorkloadResult
 from perfgate.documents.worker import Measurement, ProfilerWindow, WorkerSpec
 from perfgate.runner.conditions import repeat_conditions
-from perfgate.runner.forkserver import ForkServer, worker_launcher
+from perfgate.runner.forkserver import ForkServer, reused_or_own, worker_launcher
 from perfgate.runner.plan import PlannedWorkload
 from perfgate.runner.process import RepeatProcessResult, repeat_environment, run_worker
 from perfgate.runner.step_clock import step_clock_from_env
@@ -88,7 +88,7 @@ def run_workloads(
     results = []
     with (
         tempfile.TemporaryDirectory(prefix="perfgate-run-") as scratch,
-        nullcontext(launcher) if launcher is not None else worker_launcher() as launcher,
+        reused_or_own(launcher) as launcher,
     ):
         for planned in plan:
             if observer:
