@@ -71,10 +71,12 @@ def new_repository(where: Path) -> Path:
     return repo
 
 
-@pytest.fixture(scope="module")
-def gate_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The scratch repository with main's baselines committed, as the nightly job leaves it."""
-    repo = new_repository(tmp_path_factory.mktemp("gate"))
+@pytest.fixture(scope="session")
+def nightly_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Main with its baselines committed, measured once a session (5 CLI processes, ~30 s).
+
+    Never handed to a test: each gate module gets its own copy (``gate_repo``)."""
+    repo = new_repository(tmp_path_factory.mktemp("nightly"))
     for _ in range(3):
         perfgate(repo, "run", "--device", "cpu", "--repeats", "3")
     perfgate(repo, "baseline", "refresh", "--branch", "main")
@@ -82,6 +84,17 @@ def gate_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     assert "wrote" in exported.stdout
     git(repo, "add", "baselines")
     git(repo, "commit", "--quiet", "-m", "baselines from the nightly refresh")
+    return repo
+
+
+@pytest.fixture(scope="module")
+def gate_repo(nightly_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The scratch repository with main's baselines committed, as the nightly job leaves it.
+
+    A module's own copy of the session's measured repository (its git history and database
+    included), so no module sees another's pull-request branches or stored runs."""
+    repo = tmp_path_factory.mktemp("gate") / "repo"
+    shutil.copytree(nightly_repo, repo, symlinks=True)
     yield repo
 
 
